@@ -1,0 +1,21 @@
+# longca: install, test, benchmark. torch is installed first (a CPU build where none is present)
+# so that no dependency range pulls a multi-GB CUDA build on a machine without a GPU.
+PYTHON ?= python3
+PIP ?= $(PYTHON) -m pip
+TORCH ?= torch==2.13.0
+PLUGINS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
+
+.PHONY: install test test-gpu bench
+
+install:
+	$(PYTHON) -c "import torch" 2>/dev/null || $(PIP) install $(TORCH)
+	$(PIP) install -e core -e longca_cli $(foreach p,$(PLUGINS),-e $(p)) pytest
+
+test:
+	$(PYTHON) -m pytest -q
+
+test-gpu:
+	$(PYTHON) -m pytest -q -m gpu
+
+bench: install
+	longca bench

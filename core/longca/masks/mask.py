@@ -1,0 +1,138 @@
+"""A built mask (one draw of a pattern) and the forms kernels ask for."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from . import slices as sl
+
+
+@dataclass
+class BlockSparseLayout:
+    """Block-sparse masks: block boundaries and, per mask group, which (q block, k block) are kept.
+
+    `q_bounds` / `k_bounds` hold the cumulative block boundaries (0 ... S). `keep` is bool
+    (groups, num_q_blocks, num_k_blocks); a query head h uses group h // (heads_q // groups).
+    """
+
+    q_bounds: np.ndarray
+    k_bounds: np.ndarray
+    keep: np.ndarray
+
+    @property
+    def groups(self) -> int:
+        return self.keep.shape[0]
+
+    def block_areas(self) -> np.ndarray:
+        return np.outer(np.diff(self.q_bounds), np.diff(self.k_bounds))
+
+    def dense(self, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
+        """Bool (groups, rows, cols) window of the expanded mask."""
+        qi = np.searchsorted(self.q_bounds, np.arange(*rows), side="right") - 1
+        ki = np.searchsorted(self.k_bounds, np.arange(*cols), side="right") - 1
+        return self.keep[:, qi][:, :, ki]
+
+
+@dataclass
+class Mask:
+    """One draw of a mask pattern over a sequence of `seqlen` queries and keys.
+
+    Static masks carry `slices` (see `longca.masks.slices`); block-sparse masks carry `layout`.
+    `params` holds every parameter, drawn or given: doc_lens, prefix, global_tokens, window, ...
+    """
+
+    name: str
+    seqlen: int
+    params: dict[str, Any] = field(default_factory=dict)
+    slices: Optional[np.ndarray] = None
+    layout: Optional[BlockSparseLayout] = None
+
+    @property
+    def is_block_sparse(self) -> bool:
+        return self.layout is not None
+
+    @cached_property
+    def area(self) -> float:
+        """Unmasked pairs; for block-sparse masks the mean over mask groups (so FLOPs = 4*area*heads*d)."""
+        if self.layout is not None:
+            kept = self.layout.keep * self.layout.block_areas()
+            return float(kept.sum(axis=(1, 2)).mean())
+        return float(sl.area(self.slices))
+
+    def dense(self, rows: Optional[tuple[int, int]] = None, cols: Optional[tuple[int, int]] = None) -> np.ndarray:
+        """Bool matrix of may-attend, rows x cols (default whole); (groups, rows, cols) if block-sparse."""
+        rows = rows or (0, self.seqlen)
+        cols = cols or (0, self.seqlen)
+        if self.layout is not None:
+            return self.layout.dense(rows, cols)
+        return sl.dense(self.slices, rows, cols)
+
+    def block_map(self, block_q: int, block_k: Optional[int] = None) -> np.ndarray:
+        """int8 map of EMPTY / PARTIAL / FULL_BLOCK per (q block, k block) (static masks)."""
+        self._need_slices("a block map")
+        return sl.block_map(self.slices, self.seqlen, self.seqlen, block_q, block_k or block_q)
+
+    def flashmask_bounds(self) -> dict[str, np.ndarray]:
+        """FlashMask column bounds LTS, LTE, UTS, UTE (static masks)."""
+        self._need_slices("FlashMask bounds")
+        return sl.flashmask_bounds(self.slices, self.seqlen, self.seqlen)
+
+    def cu_seqlens(self) -> Optional[np.ndarray]:
+        """Cumulative document boundaries [0, ..., S] for document masks, else None."""
+        lens = self.params.get("doc_lens")
+        return None if lens is None else np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+
+    def window(self) -> Optional[tuple[int, int]]:
+        """(left, right) window sizes for sliding-window masks (FlashAttention's window_size), else None."""
+        return self.params.get("window_size")
+
+    def crop(self, q_range: tuple[int, int], k_range: tuple[int, int]) -> np.ndarray:
+        """Slices of the window q_range x k_range, relative to its corner (static masks)."""
+        self._need_slices("cropping")
+        return sl.crop(self.slices, q_range, k_range, relative=True)
+
+    def _need_slices(self, what: str) -> None:
+        if self.slices is None:
+            raise ValueError(f"mask {self.name!r} is block-sparse and has no {what}")
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready summary: name, length, parameters, area, slices or layout size."""
+        out: dict[str, Any] = {"mask": self.name, "seqlen": self.seqlen, "area": self.area,
+                               "params": _jsonable(self.params)}
+        if self.slices is not None:
+            out["slices"] = [[*s[:4], sl.TYPE_NAMES[s[4]]] for s in self.slices.tolist()]
+        else:
+            out["block_sparse"] = {"groups": self.layout.groups,
+                                   "q_block_sizes": np.diff(self.layout.q_bounds).tolist(),
+                                   "kept_blocks_per_group": self.layout.keep.sum(axis=(1, 2)).tolist()}
+        return out
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_jsonable(v) for v in (value.tolist() if isinstance(value, np.ndarray) else value)]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+@dataclass
+class MaskContext:
+    """What a mask builder may draw from: sizes, the seeded generator, documents, overrides."""
+
+    seqlen: int
+    rng: np.random.Generator
+    sample_documents: Callable[[int], np.ndarray]
+    params: dict[str, Any] = field(default_factory=dict)
+    heads_q: int = 1
+    heads_kv: int = 1
+
+    def param(self, name: str, draw: Callable[[], Any]) -> Any:
+        """An overridden parameter if given, else a drawn one. Draws happen in a fixed order."""
+        drawn = draw()
+        return self.params.get(name, drawn)

@@ -1,0 +1,214 @@
+"""Plugin discovery: built-in modules plus the `longca` entry-point group, one failure at a time.
+
+Each entry point is loaded and each of its hooks called in its own try: a plugin that fails to
+import, or registers a malformed spec, is recorded with its error and breaks nothing else. Two
+plugins claiming one name make that name unusable, with an error naming both distributions.
+
+Environment: `LONGCA_DISABLE_PLUGINS=a,b` skips those entry points (by entry-point or
+distribution name); `LONGCA_PLUGINS=a,b` loads only those. Built-ins always load.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from importlib import import_module, metadata
+from typing import Any, Generic, Optional, TypeVar
+
+import pluggy
+
+from . import __version__, hookspecs
+from .errors import LongcaError, UnknownNameError
+from .specs import DEVICES, DTYPES, FAMILIES, MASK_KINDS, CPStrategySpec, KernelSpec, MaskSpec, SamplerSpec
+
+log = logging.getLogger(__name__)
+
+BUILTIN_MODULES = ("longca.masks.catalog", "longca.samplers", "longca.reference")
+ENTRY_POINT_GROUP = "longca"
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.\-]*$")
+KINDS = {"masks": ("longca_masks", MaskSpec), "samplers": ("longca_samplers", SamplerSpec),
+         "kernels": ("longca_kernels", KernelSpec), "strategies": ("longca_cp_strategies", CPStrategySpec)}
+S = TypeVar("S")
+
+
+@dataclass
+class PluginInfo:
+    """One plugin: a built-in module or an entry point of an installed distribution."""
+
+    name: str
+    distribution: str
+    version: str
+    module: str
+    builtin: bool = False
+    hooks: list[str] = field(default_factory=list)
+    registered: dict[str, list[str]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "distribution": self.distribution, "version": self.version,
+                "module": self.module, "builtin": self.builtin, "hooks": self.hooks,
+                "registered": self.registered, "errors": self.errors}
+
+
+@dataclass
+class Entry(Generic[S]):
+    """A registered spec and the plugin it came from; `conflict` when two plugins claim the name."""
+
+    spec: S
+    plugin: PluginInfo
+    conflict: Optional[str] = None
+
+
+class Registry:
+    """Everything the installed plugins registered, by kind and name."""
+
+    def __init__(self) -> None:
+        self.plugins: list[PluginInfo] = []
+        self.entries: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
+        self.pm: Optional[pluggy.PluginManager] = None
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(self.entries[kind])
+
+    def entry(self, kind: str, name: str) -> Entry:
+        entries = self.entries[kind]
+        if name not in entries:
+            raise UnknownNameError(kind.rstrip("s").replace("strategie", "CP strategy"), name, list(entries))
+        found = entries[name]
+        if found.conflict:
+            raise LongcaError(found.conflict)
+        return found
+
+    def mask(self, name: str) -> MaskSpec:
+        return self.entry("masks", name).spec
+
+    def sampler(self, name: str) -> SamplerSpec:
+        return self.entry("samplers", name).spec
+
+    def kernel(self, name: str) -> KernelSpec:
+        return self.entry("kernels", name).spec
+
+    def strategy(self, name: str) -> CPStrategySpec:
+        return self.entry("strategies", name).spec
+
+    def _add(self, kind: str, spec: Any, plugin: PluginInfo) -> None:
+        entries = self.entries[kind]
+        old = entries.get(spec.name)
+        if old is None:
+            entries[spec.name] = Entry(spec, plugin)
+            plugin.registered.setdefault(kind, []).append(spec.name)
+            return
+        message = (f"{kind[:-1]} name {spec.name!r} is claimed by two plugins: "
+                   f"{old.plugin.distribution} ({old.plugin.name}) and {plugin.distribution} ({plugin.name}); "
+                   f"uninstall one or block it with LONGCA_DISABLE_PLUGINS")
+        old.conflict = message
+        plugin.errors.append(message)
+        old.plugin.errors.append(message)
+
+
+def _env_list(name: str) -> Optional[set[str]]:
+    value = os.environ.get(name, "").strip()
+    return {x.strip() for x in value.split(",") if x.strip()} if value else None
+
+
+def validate(kind: str, spec: Any) -> Optional[str]:
+    """Why a registered spec is malformed, or None."""
+    expected = KINDS[kind][1]
+    if not isinstance(spec, expected):
+        return f"{KINDS[kind][0]} returned a {type(spec).__name__}, expected {expected.__name__}"
+    if not isinstance(spec.name, str) or not NAME_RE.match(spec.name):
+        return (f"invalid {kind[:-1]} name {spec.name!r}: use lower-case letters, digits, '_', '-', '.', "
+                f"starting with a letter or digit")
+    if isinstance(spec, MaskSpec) and spec.kind not in MASK_KINDS:
+        return f"mask {spec.name!r}: kind {spec.kind!r} is not one of {', '.join(MASK_KINDS)}"
+    if isinstance(spec, KernelSpec):
+        if spec.family not in FAMILIES:
+            return f"kernel {spec.name!r}: family {spec.family!r} is not one of {', '.join(FAMILIES)}"
+        bad = [d for d in spec.dtypes if d not in DTYPES] + [d for d in spec.devices if d not in DEVICES]
+        if bad:
+            return f"kernel {spec.name!r}: unknown dtype or device {bad}"
+        if not callable(spec.prepare) or not callable(spec.run):
+            return f"kernel {spec.name!r}: prepare and run must be callable"
+    return None
+
+
+def _register(registry: Registry, pm: pluggy.PluginManager, plugin: PluginInfo, obj: Any) -> None:
+    try:
+        pm.register(obj, name=plugin.name)
+    except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the others
+        plugin.errors.append(f"cannot register: {exc}")
+        return
+    for kind, (hook_name, _) in KINDS.items():
+        impl = getattr(obj, hook_name, None)
+        if impl is None:
+            continue
+        plugin.hooks.append(hook_name)
+        try:
+            specs = list(impl() or [])
+        except Exception as exc:  # noqa: BLE001
+            plugin.errors.append(f"{hook_name}() failed: {type(exc).__name__}: {exc}")
+            continue
+        for spec in specs:
+            problem = validate(kind, spec)
+            if problem:
+                plugin.errors.append(problem)
+            else:
+                registry._add(kind, spec, plugin)
+    if hasattr(obj, "longca_env_info"):
+        plugin.hooks.append("longca_env_info")
+
+
+def load_registry() -> Registry:
+    """Discover built-ins and installed plugins (not cached: see `get_registry`)."""
+    registry = Registry()
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    for module in BUILTIN_MODULES:
+        info = PluginInfo(module.rsplit(".", 1)[-1], "longca-core", __version__, module, builtin=True)
+        registry.plugins.append(info)
+        _register(registry, pm, info, import_module(module))
+    only, disabled = _env_list("LONGCA_PLUGINS"), _env_list("LONGCA_DISABLE_PLUGINS") or set()
+    for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        dist = ep.dist.name if ep.dist else "?"
+        version = ep.dist.version if ep.dist else "?"
+        if {ep.name, dist} & disabled or (only is not None and not {ep.name, dist} & only):
+            continue
+        if any(p.name == ep.name and p.distribution == dist for p in registry.plugins):
+            continue  # the same distribution seen twice on sys.path
+        info = PluginInfo(ep.name, dist, version, ep.value)
+        registry.plugins.append(info)
+        try:
+            obj = ep.load()
+        except Exception as exc:  # noqa: BLE001
+            info.errors.append(f"cannot import {ep.value}: {type(exc).__name__}: {exc}")
+            log.debug("plugin %s failed to load", ep.name, exc_info=True)
+            continue
+        _register(registry, pm, info, obj)
+    registry.pm = pm
+    return registry
+
+
+_REGISTRY: Optional[Registry] = None
+
+
+def get_registry(reload: bool = False) -> Registry:
+    """The process-wide registry, loaded on first use."""
+    global _REGISTRY
+    if _REGISTRY is None or reload:
+        _REGISTRY = load_registry()
+    return _REGISTRY
+
+
+def env_info(registry: Optional[Registry] = None) -> dict[str, Any]:
+    """What every plugin's `longca_env_info` hook reports, each in its own try."""
+    registry = registry or get_registry()
+    info: dict[str, Any] = {}
+    for name, plugin in registry.pm.list_name_plugin():
+        hook = getattr(plugin, "longca_env_info", None)
+        if hook is not None:
+            try:
+                hook(info=info)
+            except Exception as exc:  # noqa: BLE001
+                info[f"{name}_error"] = f"{type(exc).__name__}: {exc}"
+    return info

@@ -1,0 +1,133 @@
+"""A Problem: everything that defines one measurement; and building its mask and inputs."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Optional
+
+import numpy as np
+
+from .errors import LongcaError
+from .masks.mask import Mask, MaskContext
+from .plugins import Registry, get_registry
+
+DIRECTIONS = ("fwd", "bwd", "fwdbwd")
+TORCH_DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
+                "half": "float16", "float32": "float32", "fp32": "float32", "float": "float32"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One measurement: kernel (or strategy + inner kernel + world size), mask, sizes, direction."""
+
+    kernel: str
+    mask: str
+    seqlen: int
+    heads_q: int = 32
+    heads_kv: int = 32
+    head_dim: int = 128
+    batch: int = 1
+    dtype: str = "bfloat16"
+    direction: str = "fwd"
+    device: str = "cpu"
+    sampler: str = "auto"
+    seed: int = 0
+    mask_params: dict[str, Any] = field(default_factory=dict)
+    sampler_params: dict[str, Any] = field(default_factory=dict)
+    strategy: Optional[str] = None
+    world_size: int = 1
+
+    def __post_init__(self) -> None:
+        if self.direction not in DIRECTIONS:
+            raise LongcaError(f"unknown direction {self.direction!r}; known: {', '.join(DIRECTIONS)}")
+        if self.dtype not in TORCH_DTYPES:
+            raise LongcaError(f"unknown dtype {self.dtype!r}; known: bfloat16, float16, float32")
+        object.__setattr__(self, "dtype", TORCH_DTYPES[self.dtype])
+        if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise LongcaError(f"unknown device {self.device!r}; expected cpu or cuda")
+        for name in ("seqlen", "heads_q", "heads_kv", "head_dim", "batch", "world_size"):
+            if int(getattr(self, name)) <= 0:
+                raise LongcaError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.heads_q % self.heads_kv:
+            raise LongcaError(f"heads {self.heads_q}:{self.heads_kv}: query heads must be a multiple of KV heads")
+
+    @property
+    def torch_dtype(self):
+        import torch
+
+        return getattr(torch, self.dtype)
+
+    @property
+    def device_type(self) -> str:
+        return self.device.split(":")[0]
+
+    def with_(self, **changes: Any) -> "Problem":
+        return replace(self, **changes)
+
+    def key(self) -> str:
+        """Identity of the case, used by --resume to skip what is done."""
+        fields = {k: v for k, v in asdict(self).items()}
+        return json.dumps(fields, sort_keys=True, default=str)
+
+
+def _sample_documents(problem: Problem, registry: Registry, rng: np.random.Generator):
+    sampler = registry.sampler(problem.sampler)
+
+    def draw(total: int) -> np.ndarray:
+        try:
+            return sampler.sample(total, rng, **problem.sampler_params)
+        except TypeError as exc:
+            known = ", ".join(sampler.params) or "none"
+            raise LongcaError(f"sampler {problem.sampler!r}: bad parameters {problem.sampler_params} "
+                              f"({exc}); it accepts: {known}") from None
+
+    return draw
+
+
+def check_mask_params(problem: Problem, registry: Optional[Registry] = None) -> None:
+    """Unknown mask parameters and lengths the mask cannot take are errors, before anything runs."""
+    from .masks.catalog import ALIASES
+
+    spec = (registry or get_registry()).mask(problem.mask)
+    for name in problem.mask_params:
+        if ALIASES.get(name, name) not in spec.params:
+            known = ", ".join(spec.params) or "none"
+            raise LongcaError(f"mask {problem.mask!r} has no parameter {name!r}; it takes: {known}")
+    if problem.seqlen % spec.seqlen_multiple:
+        raise LongcaError(f"mask {problem.mask!r} needs a sequence length that is a multiple of "
+                          f"{spec.seqlen_multiple}, got {problem.seqlen}")
+
+
+def build_mask(problem: Problem, sample: int = 0, registry: Optional[Registry] = None) -> Mask:
+    """The mask of a problem; `sample` selects another draw with the same seed (document masks)."""
+    from .masks.catalog import ALIASES
+
+    registry = registry or get_registry()
+    check_mask_params(problem, registry)
+    spec = registry.mask(problem.mask)
+    rng = np.random.default_rng([problem.seed, sample])
+    params = {ALIASES.get(k, k): v for k, v in problem.mask_params.items()}
+    ctx = MaskContext(problem.seqlen, rng, _sample_documents(problem, registry, rng), params,
+                      problem.heads_q, problem.heads_kv)
+    mask = spec.build(ctx)
+    if spec.uses_documents:
+        mask.params.setdefault("sampler", problem.sampler)
+    return mask
+
+
+def make_inputs(problem: Problem, sample: int = 0, requires_grad: bool = False):
+    """Seeded random q, k, v (B, S, H, D) in the problem's dtype on its device."""
+    import torch
+
+    gen = torch.Generator(device="cpu").manual_seed(problem.seed * 1000003 + sample)
+    shapes = [(problem.batch, problem.seqlen, h, problem.head_dim)
+              for h in (problem.heads_q, problem.heads_kv, problem.heads_kv)]
+    tensors = []
+    for shape in shapes:
+        if problem.device_type == "cuda":  # generate on the GPU: large inputs would be slow on the host
+            gen_dev = torch.Generator(device=problem.device).manual_seed(int(torch.randint(1 << 62, (1,), generator=gen)))
+            t = torch.randn(shape, generator=gen_dev, device=problem.device, dtype=problem.torch_dtype)
+        else:
+            t = torch.randn(shape, generator=gen, dtype=torch.float32).to(problem.torch_dtype)
+        tensors.append(t.requires_grad_(requires_grad))
+    return tensors

@@ -1,0 +1,166 @@
+"""The built-in `reference` kernel: exact attention for every mask, computed in float32.
+
+Chunked over query rows (and restricted to the keys those rows can see), so it never holds an
+S x S matrix; the forward returns the output and the log-sum-exp, and the backward is written
+out from them, so it is also the yardstick for `--check` and the CPU inner kernel of every
+context-parallel strategy.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional, Union
+
+import numpy as np
+import torch
+
+from .hookspecs import hookimpl
+from .masks import slices as sl
+from .masks.catalog import BLOCK_SPARSE_MASKS, STATIC_MASKS
+from .masks.mask import Mask
+from .specs import KernelSpec
+
+# rows -> (first key, end key, bool tensor (groups, rows, keys)) or None when the rows see nothing
+MaskRows = Callable[[int, int], Optional[tuple[int, int, torch.Tensor]]]
+MaskSource = Union[Mask, np.ndarray]
+CHUNK_ELEMENTS = 1 << 25
+
+
+def mask_rows(source: MaskSource, seqlen_k: int, device: torch.device) -> MaskRows:
+    """A row-window reader of the mask, from a Mask or from slices (local coordinates)."""
+    if isinstance(source, Mask) and source.is_block_sparse:
+        layout = source.layout
+
+        def sparse_rows(r0: int, r1: int):
+            return 0, seqlen_k, torch.from_numpy(layout.dense((r0, r1), (0, seqlen_k))).to(device)
+
+        return sparse_rows
+    slices = source.slices if isinstance(source, Mask) else sl.as_array(source)
+
+    def static_rows(r0: int, r1: int):
+        part = sl.crop(slices, (r0, r1), (0, seqlen_k))
+        if not len(part):
+            return None
+        c0, c1 = int(part[:, 2].min()), int(part[:, 3].max())
+        return c0, c1, torch.from_numpy(sl.dense(part, (r0, r1), (c0, c1))).to(device)[None]
+
+    return static_rows
+
+
+def _chunks(seqlen_q: int, seqlen_k: int, batch_heads: int):
+    step = max(1, min(seqlen_q, CHUNK_ELEMENTS // max(1, batch_heads * seqlen_k)))
+    return ((r0, min(seqlen_q, r0 + step)) for r0 in range(0, seqlen_q, step))
+
+
+def _heads_first(x: torch.Tensor, repeat: int) -> torch.Tensor:
+    """(B, S, H, D) any dtype -> (B, H*repeat, S, D) float32."""
+    return x.float().transpose(1, 2).repeat_interleave(repeat, dim=1)
+
+
+def _group_mask(m: torch.Tensor, heads: int) -> torch.Tensor:
+    """(groups, rows, keys) -> broadcastable (1 or heads, rows, keys)."""
+    return m if m.shape[0] == 1 else m.repeat_interleave(heads // m.shape[0], dim=0)
+
+
+def _scale(q: torch.Tensor, softmax_scale: Optional[float]) -> float:
+    return softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+
+
+def forward_lse(q, k, v, source: MaskSource, softmax_scale: Optional[float] = None):
+    """Attention output (q's dtype) and lse (float32, natural log, (B, Hq, Sq); -inf on empty rows)."""
+    batch, seqlen_q, heads, _ = q.shape
+    seqlen_k, rep = k.shape[1], heads // k.shape[2]
+    scale = _scale(q, softmax_scale)
+    reader = mask_rows(source, seqlen_k, q.device)
+    qf, kf, vf = q.float().transpose(1, 2), _heads_first(k, rep), _heads_first(v, rep)
+    out = torch.zeros(batch, heads, seqlen_q, v.shape[-1], dtype=torch.float32, device=q.device)
+    lse = torch.full((batch, heads, seqlen_q), -math.inf, dtype=torch.float32, device=q.device)
+    for r0, r1 in _chunks(seqlen_q, seqlen_k, batch * heads):
+        window = reader(r0, r1)
+        if window is None:
+            continue
+        c0, c1, m = window
+        scores = (qf[:, :, r0:r1] @ kf[:, :, c0:c1].transpose(-1, -2)) * scale
+        scores.masked_fill_(~_group_mask(m, heads), -math.inf)
+        row_lse = torch.logsumexp(scores, dim=-1)
+        probs = torch.exp(scores - row_lse.unsqueeze(-1)).nan_to_num_(0.0)
+        out[:, :, r0:r1] = probs @ vf[:, :, c0:c1]
+        lse[:, :, r0:r1] = row_lse
+    return out.transpose(1, 2).to(q.dtype), lse
+
+
+def backward_lse(dout, q, k, v, out, lse, source: MaskSource, softmax_scale: Optional[float] = None):
+    """Gradients (dq, dk, dv) in the inputs' dtypes, from the forward's output and lse."""
+    batch, seqlen_q, heads, _ = q.shape
+    seqlen_k, heads_kv = k.shape[1], k.shape[2]
+    rep = heads // heads_kv
+    scale = _scale(q, softmax_scale)
+    reader = mask_rows(source, seqlen_k, q.device)
+    qf, kf, vf = q.float().transpose(1, 2), _heads_first(k, rep), _heads_first(v, rep)
+    do = dout.float().transpose(1, 2)
+    delta = (do * out.float().transpose(1, 2)).sum(-1)
+    dq, dk, dv = torch.zeros_like(qf), torch.zeros_like(kf), torch.zeros_like(vf)
+    for r0, r1 in _chunks(seqlen_q, seqlen_k, batch * heads):
+        window = reader(r0, r1)
+        if window is None:
+            continue
+        c0, c1, m = window
+        scores = (qf[:, :, r0:r1] @ kf[:, :, c0:c1].transpose(-1, -2)) * scale
+        probs = torch.exp(scores - lse[:, :, r0:r1].unsqueeze(-1))
+        probs = probs.masked_fill_(~_group_mask(m, heads), 0.0).nan_to_num_(0.0)
+        dv[:, :, c0:c1] += probs.transpose(-1, -2) @ do[:, :, r0:r1]
+        dprobs = do[:, :, r0:r1] @ vf[:, :, c0:c1].transpose(-1, -2)
+        dscores = probs * (dprobs - delta[:, :, r0:r1].unsqueeze(-1)) * scale
+        dq[:, :, r0:r1] = dscores @ kf[:, :, c0:c1]
+        dk[:, :, c0:c1] += dscores.transpose(-1, -2) @ qf[:, :, r0:r1]
+
+    def fold(g: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        g = g.view(batch, heads_kv, rep, *g.shape[2:]).sum(2) if rep > 1 else g
+        return g.transpose(1, 2).to(like.dtype)
+
+    return dq.transpose(1, 2).to(q.dtype), fold(dk, k), fold(dv, v)
+
+
+class _ReferenceAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, source, softmax_scale):
+        out, lse = forward_lse(q, k, v, source, softmax_scale)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.source, ctx.softmax_scale = source, softmax_scale
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = backward_lse(dout, q, k, v, out, lse, ctx.source, ctx.softmax_scale)
+        return dq, dk, dv, None, None
+
+
+def attention(q, k, v, source: MaskSource, softmax_scale: Optional[float] = None) -> torch.Tensor:
+    """Exact masked attention with autograd; q (B, Sq, Hq, D), k and v (B, Sk, Hkv, D)."""
+    return _ReferenceAttention.apply(q, k, v, source, softmax_scale)
+
+
+def _prepare(problem, mask: Mask, q, k, v) -> Mask:
+    return mask
+
+
+def _run(mask: Mask, q, k, v) -> torch.Tensor:
+    return attention(q, k, v, mask)
+
+
+REFERENCE = KernelSpec(
+    name="reference",
+    family="dense",
+    description="exact attention in float32, chunked over query rows (the yardstick for --check)",
+    masks=STATIC_MASKS + BLOCK_SPARSE_MASKS,
+    prepare=_prepare,
+    run=_run,
+    forward_lse=forward_lse,
+    backward_lse=backward_lse,
+    backend=lambda: "longca.reference",
+)
+
+
+@hookimpl
+def longca_kernels() -> list[KernelSpec]:
+    return [REFERENCE]

@@ -1,0 +1,93 @@
+"""Document-length samplers: corpus distributions shipped as package data, uniform, fixed, auto.
+
+Bucket convention: a bucket "[a,b)" is half-open, so a length is drawn uniformly from a..b-1
+(the paper's code draws b inclusive); a draw of 0 becomes 1. Each document is clipped to the
+tokens still unfilled, so the last one is usually truncated and the lengths sum to the total.
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+from .errors import LongcaError
+from .hookspecs import hookimpl
+from .specs import SamplerSpec
+
+CORPORA = {
+    "pile": "The Pile (LongCA-bench distribution); auto uses it up to 12K tokens",
+    "prolong64k": "ProLong 64K mix (LongCA-bench distribution); auto uses it up to 64K tokens",
+    "prolong512k": "ProLong 512K mix (LongCA-bench distribution); auto uses it beyond 64K tokens",
+}
+AUTO_THRESHOLDS = ((12 * 1024, "pile"), (64 * 1024, "prolong64k"))
+
+
+@lru_cache(maxsize=None)
+def load_buckets(corpus: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lows, highs, probabilities) of a shipped distribution, probabilities normalised."""
+    text = resources.files("longca").joinpath("data", "doc_lengths", f"{corpus}.json").read_text()
+    items = json.loads(text).items()
+    bounds = [tuple(int(x) for x in key.strip("[)").split(",")) for key, _ in items]
+    probs = np.array([p for _, p in items], dtype=np.float64)
+    lows, highs = (np.array(x, dtype=np.int64) for x in zip(*bounds))
+    return lows, highs, probs / probs.sum()
+
+
+def _fill(total: int, draw) -> np.ndarray:
+    lengths, filled = [], 0
+    while filled < total:
+        n = min(max(1, int(draw())), total - filled)
+        lengths.append(n)
+        filled += n
+    return np.array(lengths, dtype=np.int64)
+
+
+def sample_corpus(corpus: str, total: int, rng: np.random.Generator) -> np.ndarray:
+    lows, highs, probs = load_buckets(corpus)
+
+    def draw() -> int:
+        i = rng.choice(len(probs), p=probs)
+        return rng.integers(lows[i], highs[i])
+
+    return _fill(total, draw)
+
+
+def auto_corpus(total: int) -> str:
+    """The corpus `auto` picks for a total length: pile, prolong64k or prolong512k."""
+    for limit, corpus in AUTO_THRESHOLDS:
+        if total <= limit:
+            return corpus
+    return "prolong512k"
+
+
+def _corpus_sampler(corpus: str):
+    return lambda total, rng: sample_corpus(corpus, total, rng)
+
+
+def sample_uniform(total: int, rng: np.random.Generator, min_len: int = 1, max_len: int = 0) -> np.ndarray:
+    max_len = int(max_len) or max(1, total // 4)
+    if not 1 <= int(min_len) <= max_len:
+        raise LongcaError(f"uniform sampler: need 1 <= min_len <= max_len, got {min_len}, {max_len}")
+    return _fill(total, lambda: rng.integers(int(min_len), max_len + 1))
+
+
+def sample_fixed(total: int, rng: np.random.Generator, doc_len: int = 0) -> np.ndarray:
+    doc_len = int(doc_len) or max(1, total // 8)
+    return _fill(total, lambda: doc_len)
+
+
+def sample_auto(total: int, rng: np.random.Generator) -> np.ndarray:
+    return sample_corpus(auto_corpus(total), total, rng)
+
+
+@hookimpl
+def longca_samplers() -> list[SamplerSpec]:
+    specs = [SamplerSpec(name, desc, _corpus_sampler(name)) for name, desc in CORPORA.items()]
+    specs.append(SamplerSpec("uniform", "lengths uniform in [min_len, max_len] (default 1 and total/4)",
+                             sample_uniform, {"min_len": "shortest document", "max_len": "longest document"}))
+    specs.append(SamplerSpec("fixed", "every document doc_len tokens (default total/8), the last truncated",
+                             sample_fixed, {"doc_len": "document length"}))
+    specs.append(SamplerSpec("auto", "pile up to 12K tokens, prolong64k up to 64K, prolong512k beyond", sample_auto))
+    return specs

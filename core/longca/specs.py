@@ -1,0 +1,98 @@
+"""The typed objects plugins register through the hooks (see `hookspecs`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+    import torch
+
+    from .masks.mask import Mask, MaskContext
+    from .problem import Problem
+
+MASK_KINDS = ("regular", "heterogeneous", "block_sparse")
+FAMILIES = ("dense", "sparse")
+DTYPES = ("bfloat16", "float16", "float32")
+DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class MaskSpec:
+    """A mask pattern: `build(ctx)` draws its random parameters from ctx and returns a Mask."""
+
+    name: str
+    kind: str
+    description: str
+    build: Callable[["MaskContext"], "Mask"]
+    params: dict[str, str] = field(default_factory=dict)  # parameter name -> what it means
+    uses_documents: bool = False
+    seqlen_multiple: int = 1
+
+
+@dataclass(frozen=True)
+class SamplerSpec:
+    """Document lengths: `sample(total, rng, **params)` returns lengths that sum to `total`."""
+
+    name: str
+    description: str
+    sample: Callable[..., "np.ndarray"]
+    params: dict[str, str] = field(default_factory=dict)
+
+
+# forward(q, k, v, slices, softmax_scale) -> (out, lse); lse float32 natural log, shape (B, Hq, Sq)
+ForwardFn = Callable[..., tuple["torch.Tensor", "torch.Tensor"]]
+# backward(dout, q, k, v, out, lse, slices, softmax_scale) -> (dq, dk, dv)
+BackwardFn = Callable[..., tuple["torch.Tensor", "torch.Tensor", "torch.Tensor"]]
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """An attention kernel and what it can do, declared before anything is run.
+
+    `prepare(problem, mask, q, k, v)` builds what the kernel needs from the mask (timed apart as
+    prepare_ms); `run(prepared, q, k, v)` is the timed call and returns the output, with autograd
+    if `backward`. `available()` returns None, or why the kernel cannot run here (a missing
+    library); it must import lazily. `supports(problem)` returns None, or why this problem is
+    refused beyond the declared capabilities. `forward`/`backward` are the primitives that
+    context-parallel strategies use as their inner kernel.
+    """
+
+    name: str
+    family: str
+    description: str
+    masks: tuple[str, ...]
+    prepare: Callable[..., Any]
+    run: Callable[..., "torch.Tensor"]
+    dtypes: tuple[str, ...] = DTYPES
+    head_dims: Optional[tuple[int, ...]] = None  # None: any
+    gqa: bool = True
+    backward: bool = True
+    devices: tuple[str, ...] = DEVICES
+    min_compute_capability: Optional[tuple[int, int]] = None
+    available: Callable[[], Optional[str]] = lambda: None
+    supports: Optional[Callable[["Problem"], Optional[str]]] = None
+    forward_lse: Optional[ForwardFn] = None
+    backward_lse: Optional[BackwardFn] = None
+    backend: Callable[[], str] = lambda: ""  # which implementation runs, recorded in results
+    url: str = ""
+
+
+@dataclass(frozen=True)
+class CPStrategySpec:
+    """A context-parallel strategy over torch.distributed.
+
+    `dispatch(x, mask, group) -> local` shards the global sequence for this rank;
+    `attention(q, k, v, mask, inner, group, **options) -> out` runs distributed attention on the
+    local shards (autograd-aware); `undispatch(out, mask, group) -> global` gathers it back.
+    `supports(problem) -> None | reason`.
+    """
+
+    name: str
+    description: str
+    masks: tuple[str, ...]
+    dispatch: Callable[..., Any]
+    attention: Callable[..., Any]
+    undispatch: Callable[..., Any]
+    supports: Optional[Callable[["Problem"], Optional[str]]] = None
+    options: dict[str, str] = field(default_factory=dict)

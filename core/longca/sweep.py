@@ -1,0 +1,161 @@
+"""Sweep specs (TOML, validated by pydantic) and running a grid of problems into results.jsonl."""
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterator, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .bench import RunOptions, check_device, run_problem
+from .errors import LongcaError
+from .masks.catalog import BLOCK_SPARSE_MASKS, STATIC_MASKS
+from .plugins import Registry, get_registry
+from .problem import Problem, check_mask_params
+from .results import ResultsWriter, case_id, write_run_json
+from .sizes import parse_heads, parse_size
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+MASK_GROUPS = {"static": STATIC_MASKS, "block_sparse": BLOCK_SPARSE_MASKS, "all": STATIC_MASKS + BLOCK_SPARSE_MASKS}
+Size = Union[int, str]
+
+
+class SweepSpec(BaseModel):
+    """The `[sweep]` table of a spec file. Every list is one axis of the grid."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "sweep"
+    output: Optional[str] = None
+    kernels: list[str]
+    masks: Union[list[str], Literal["static", "block_sparse", "all"]] = "static"
+    seqlens: list[Size]
+    heads: list[Union[str, int]] = ["64:8"]
+    head_dims: list[int] = [128]
+    batches: list[int] = [1]
+    dtypes: list[Literal["bfloat16", "float16", "float32"]] = ["bfloat16"]
+    directions: list[Literal["fwd", "bwd", "fwdbwd"]] = ["fwd", "bwd"]
+    device: str = "cuda"
+    sampler: str = "auto"
+    sampler_params: dict[str, Any] = Field(default_factory=dict)
+    seed: int = 0
+    samples: int = Field(5, ge=1)
+    warmup: int = Field(5, ge=0)
+    repeat: int = Field(20, ge=1)
+    check: bool = False
+    measure_peak: bool = True
+    mask_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("seqlens")
+    @classmethod
+    def _sizes(cls, value: list[Size]) -> list[int]:
+        try:
+            return [parse_size(v) for v in value]
+        except LongcaError as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("heads")
+    @classmethod
+    def _heads(cls, value: list[Union[str, int]]) -> list[str]:
+        try:
+            return [":".join(map(str, parse_heads(v))) for v in value]
+        except LongcaError as exc:
+            raise ValueError(str(exc)) from None
+
+    def mask_names(self) -> list[str]:
+        return list(MASK_GROUPS[self.masks]) if isinstance(self.masks, str) else self.masks
+
+
+class SpecFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sweep: SweepSpec
+
+
+def load_spec(path: Union[str, Path], registry: Optional[Registry] = None) -> SweepSpec:
+    """Read and validate a spec; every problem is reported as one line naming the field."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise LongcaError(f"spec file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise LongcaError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        spec = SpecFile.model_validate(data).sweep
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(x) for x in first["loc"])
+        raise LongcaError(f"{path}: field '{field}': {first['msg']}"
+                          + (f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else "")) from None
+    registry = registry or get_registry()
+    for kernel in spec.kernels:
+        registry.entry("kernels", kernel)
+    for mask in spec.mask_names():
+        registry.entry("masks", mask)
+    for mask in spec.mask_params:
+        registry.entry("masks", mask)
+    registry.entry("samplers", spec.sampler)
+    for problem in problems(spec):
+        check_mask_params(problem, registry)
+    return spec
+
+
+def problems(spec: SweepSpec) -> Iterator[Problem]:
+    """The grid, ordered so each mask and length finishes for every kernel before the next."""
+    grid = itertools.product(spec.dtypes, spec.head_dims, spec.heads, spec.batches, spec.directions,
+                             spec.mask_names(), spec.seqlens, spec.kernels)
+    for dtype, head_dim, heads, batch, direction, mask, seqlen, kernel in grid:
+        hq, hkv = parse_heads(heads)
+        yield Problem(kernel=kernel, mask=mask, seqlen=seqlen, heads_q=hq, heads_kv=hkv, head_dim=head_dim,
+                      batch=batch, dtype=dtype, direction=direction, device=spec.device, sampler=spec.sampler,
+                      seed=spec.seed, mask_params=dict(spec.mask_params.get(mask, {})),
+                      sampler_params=dict(spec.sampler_params))
+
+
+def measure_matmul_peak(device: str = "cuda", n: int = 8192) -> Optional[float]:
+    """bf16 n^3 matmul TFLOP/s on this GPU: the ceiling the report compares kernels with."""
+    import torch
+
+    from .timing import summarize, time_ms
+
+    if not device.startswith("cuda") or not torch.cuda.is_available():
+        return None
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    median, _, _ = summarize(time_ms(lambda: a @ b, torch.device(device), warmup=10, repeat=50))
+    return 2 * n ** 3 / (median * 1e-3) / 1e12
+
+
+def run_sweep(spec: SweepSpec, output: Path, resume: bool = False,
+              on_case: Optional[Callable[[Problem, Optional[dict]], None]] = None,
+              registry: Optional[Registry] = None) -> list[dict[str, Any]]:
+    """Run every case of the grid, appending each row as it finishes; returns the new rows."""
+    registry = registry or get_registry()
+    check_device(spec.device)
+    writer = ResultsWriter(output / "results.jsonl")
+    if not resume and writer.path.exists() and writer.path.stat().st_size:
+        raise LongcaError(f"{writer.path} already has results; pass --resume to continue it, "
+                          f"or choose another --output")
+    done = writer.done_ids() if resume else set()
+    extra: dict[str, Any] = {"spec": spec.model_dump()}
+    if spec.measure_peak:
+        extra["matmul_peak_tflops"] = measure_matmul_peak(spec.device)
+    write_run_json(output, extra, registry)
+    options = RunOptions(warmup=spec.warmup, repeat=spec.repeat, samples=spec.samples, check=spec.check)
+    rows = []
+    for problem in problems(spec):
+        if case_id(problem) in done:
+            if on_case:
+                on_case(problem, None)
+            continue
+        row = run_problem(problem, options, registry)
+        writer.append(row)
+        rows.append(row)
+        if on_case:
+            on_case(problem, row)
+    return rows

@@ -1,0 +1,1 @@
+"""Testing helpers for kernel plugins (the conformance kit)."""

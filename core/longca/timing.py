@@ -1,0 +1,63 @@
+"""Timing: CUDA events with warm-up and an L2 flush between iterations; the host clock on CPU."""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+
+L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 (H200: 60 MB)
+_flush_buffers: dict[str, torch.Tensor] = {}
+
+
+def _flush(device: torch.device) -> None:
+    key = str(device)
+    if key not in _flush_buffers:
+        _flush_buffers[key] = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+    _flush_buffers[key].zero_()
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, repeat: int = 20,
+            flush_l2: bool = True) -> list[float]:
+    """Milliseconds of each of `repeat` calls of fn, after `warmup` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    if device.type != "cuda":
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - start) * 1e3)
+        return times
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
+    for start, end in zip(starts, ends):
+        if flush_l2:
+            _flush(device)
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize(device)
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+
+def host_ms(fn: Callable[[], object], device: torch.device) -> tuple[float, object]:
+    """Wall time of one call (device synchronised around it) and its result."""
+    synchronize(device)
+    start = time.perf_counter()
+    result = fn()
+    synchronize(device)
+    return (time.perf_counter() - start) * 1e3, result
+
+
+def summarize(times: list[float]) -> tuple[float, float, float]:
+    """(median, 20th percentile, 80th percentile)."""
+    arr = np.asarray(times, dtype=np.float64)
+    return float(np.median(arr)), float(np.percentile(arr, 20)), float(np.percentile(arr, 80))

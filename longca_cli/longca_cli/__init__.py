@@ -1,0 +1,1 @@
+"""The longca command line (console script `longca`)."""

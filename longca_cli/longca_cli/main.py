@@ -1,0 +1,283 @@
+"""The `longca` command line: discover plugins, run one case or a sweep, report, draw masks."""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Callable, List, Optional
+
+import typer
+
+from longca.errors import LongcaError
+
+from . import render
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Benchmark long-context attention kernels and context-parallel strategies.")
+
+FormatOpt = typer.Option("table", "--format", "-f", help="table or json")
+
+
+def cli_errors(fn: Callable) -> Callable:
+    """Input errors become one line on stderr and exit code 2, never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except LongcaError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            typer.echo("interrupted; rows written so far are kept", err=True)
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def _check_format(fmt: str, allowed: tuple[str, ...] = ("table", "json")) -> None:
+    if fmt not in allowed:
+        raise LongcaError(f"unknown format {fmt!r}; known: {', '.join(allowed)}")
+
+
+def _registry():
+    from longca.plugins import get_registry
+
+    return get_registry()
+
+
+@app.callback()
+def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="log diagnostics to stderr")) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr)
+
+
+@app.command()
+@cli_errors
+def plugins(fmt: str = FormatOpt) -> None:
+    """Installed plugins: distribution, version, hooks, what each registered, load errors."""
+    _check_format(fmt)
+    render.listing([p.as_dict() for p in _registry().plugins], fmt,
+                   ["name", "distribution", "version", "hooks", "registered", "errors"])
+
+
+@app.command("list-kernels")
+@cli_errors
+def list_kernels(fmt: str = FormatOpt) -> None:
+    """Kernels with family, plugin, version, availability, masks and backward support."""
+    _check_format(fmt)
+    from longca.inventory import kernel_rows
+
+    render.listing(kernel_rows(_registry()), fmt,
+                   ["name", "family", "distribution", "version", "available", "reason", "backward", "masks"])
+
+
+@app.command("list-masks")
+@cli_errors
+def list_masks(fmt: str = FormatOpt) -> None:
+    """The mask patterns with their kind and parameters."""
+    _check_format(fmt)
+    from longca.inventory import mask_rows
+
+    render.listing(mask_rows(_registry()), fmt, ["name", "kind", "description", "params"])
+
+
+@app.command("list-samplers")
+@cli_errors
+def list_samplers(fmt: str = FormatOpt) -> None:
+    """Document-length samplers."""
+    _check_format(fmt)
+    from longca.inventory import sampler_rows
+
+    render.listing(sampler_rows(_registry()), fmt, ["name", "description", "params"])
+
+
+@app.command("list-cp")
+@cli_errors
+def list_cp(fmt: str = FormatOpt) -> None:
+    """Context-parallel strategies."""
+    _check_format(fmt)
+    from longca.inventory import strategy_rows
+
+    render.listing(strategy_rows(_registry()), fmt, ["name", "distribution", "masks", "options", "description"])
+
+
+def parse_params(items: Optional[List[str]], what: str) -> dict[str, Any]:
+    """`key=value` pairs; values that look like numbers become numbers."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise LongcaError(f"malformed {what} {item!r}; expected NAME=VALUE, e.g. window=512")
+        for cast in (int, float):
+            try:
+                out[key.strip()] = cast(value)
+                break
+            except ValueError:
+                continue
+        else:
+            out[key.strip()] = value
+    return out
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@app.command()
+@cli_errors
+def run(
+    kernel: str = typer.Option(..., help="kernel name (see list-kernels)"),
+    mask: str = typer.Option("causal", help="mask name (see list-masks)"),
+    seqlen: str = typer.Option("8k", help="total tokens: 8k, 8192, 1M"),
+    heads: str = typer.Option("32:32", help="query:kv heads, e.g. 64:8"),
+    head_dim: int = typer.Option(128),
+    batch: int = typer.Option(1),
+    dtype: str = typer.Option("bfloat16", help="bfloat16, float16 or float32"),
+    direction: str = typer.Option("fwd", help="fwd, bwd or fwdbwd"),
+    device: Optional[str] = typer.Option(None, help="cpu or cuda (default: cuda when present)"),
+    sampler: str = typer.Option("auto", help="document-length sampler (see list-samplers)"),
+    seed: int = typer.Option(0),
+    mask_param: Optional[List[str]] = typer.Option(None, "--mask-param", help="override a mask parameter, e.g. window=512"),
+    sampler_param: Optional[List[str]] = typer.Option(None, "--sampler-param", help="sampler parameter, e.g. doc_len=2048"),
+    warmup: int = typer.Option(5), repeat: int = typer.Option(20),
+    samples: int = typer.Option(5, help="mask draws for document masks (median reported)"),
+    check: bool = typer.Option(False, "--check", help="compare with the float32 reference"),
+    output: Optional[Path] = typer.Option(None, help="also append the row to OUTPUT/results.jsonl"),
+    fmt: str = FormatOpt,
+) -> None:
+    """Measure one case given by flags."""
+    _check_format(fmt)
+    from longca.bench import RunOptions, run_problem
+    from longca.problem import Problem
+    from longca.results import ResultsWriter
+    from longca.sizes import parse_heads, parse_size
+
+    hq, hkv = parse_heads(heads)
+    problem = Problem(kernel=kernel, mask=mask, seqlen=parse_size(seqlen), heads_q=hq, heads_kv=hkv,
+                      head_dim=head_dim, batch=batch, dtype=dtype, direction=direction,
+                      device=device or default_device(), sampler=sampler, seed=seed,
+                      mask_params=parse_params(mask_param, "--mask-param"),
+                      sampler_params=parse_params(sampler_param, "--sampler-param"))
+    row = run_problem(problem, RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check))
+    if output:
+        ResultsWriter(output / "results.jsonl").append(row)
+    render.result_row(row, fmt)
+    if row["status"] not in ("ok", "unsupported"):
+        raise typer.Exit(1)
+
+
+@app.command()
+@cli_errors
+def sweep(
+    spec: Path = typer.Argument(..., help="sweep spec TOML (see contrib/specs/)"),
+    output: Optional[Path] = typer.Option(None, help="results folder (default: the spec's output, or results/NAME)"),
+    resume: bool = typer.Option(False, "--resume", help="skip cases already in OUTPUT/results.jsonl"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="list the cases and exit"),
+) -> None:
+    """Run a grid from a TOML spec; rows are appended to OUTPUT/results.jsonl as they finish."""
+    from longca.sweep import load_spec, problems, run_sweep
+
+    sweep_spec = load_spec(spec, _registry())
+    cases = list(problems(sweep_spec))
+    if dry_run:
+        for p in cases:
+            typer.echo(f"{p.kernel} {p.mask} {p.seqlen} {p.heads_q}:{p.heads_kv} d{p.head_dim} {p.dtype} {p.direction}")
+        typer.echo(f"{len(cases)} cases", err=True)
+        return
+    out = output or Path(sweep_spec.output or f"results/{sweep_spec.name}")
+    rows = render.with_progress(len(cases), lambda tick: run_sweep(sweep_spec, out, resume, tick, _registry()))
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    typer.echo(f"{len(rows)} cases run into {out / 'results.jsonl'}: "
+               + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())), err=True)
+
+
+@app.command()
+@cli_errors
+def bench(
+    output: Path = typer.Option(Path("results/default"), help="results folder"),
+    resume: bool = typer.Option(False, "--resume"),
+) -> None:
+    """The default benchmark: the paper's dense grid on a GPU, else a small CPU run; then the report."""
+    from longca.sweep import load_spec, problems, run_sweep
+
+    from .report import write_report
+    from .specs import default_spec_path
+
+    path = default_spec_path(default_device())
+    typer.echo(f"running {path.name} into {output}", err=True)
+    sweep_spec = load_spec(path, _registry())
+    n = len(list(problems(sweep_spec)))
+    render.with_progress(n, lambda tick: run_sweep(sweep_spec, output, resume, tick, _registry()))
+    typer.echo(write_report(output / "results.jsonl", output)["markdown"])
+
+
+@app.command()
+@cli_errors
+def report(
+    results: Path = typer.Argument(..., help="results.jsonl, or the folder holding it"),
+    output: Optional[Path] = typer.Option(None, help="folder for report.md, report.csv and plots (default: beside the results)"),
+    plots: bool = typer.Option(True, help="write PNG plots"),
+) -> None:
+    """Markdown tables, CSV and PNG plots (TFLOP/s against sequence length, a panel per mask)."""
+    from .report import write_report
+
+    path = results / "results.jsonl" if results.is_dir() else results
+    if not path.exists():
+        raise LongcaError(f"no results at {path}")
+    written = write_report(path, output or path.parent, plots=plots)
+    typer.echo(written["markdown"])
+    typer.echo("wrote " + ", ".join(str(p) for p in written["files"]), err=True)
+
+
+@app.command("show-mask")
+@cli_errors
+def show_mask(
+    name: str = typer.Argument(..., help="mask name"),
+    seqlen: str = typer.Option("4k"),
+    heads: str = typer.Option("1:1", help="heads, for block-sparse masks (one mask per head or KV group)"),
+    sampler: str = typer.Option("auto"), seed: int = typer.Option(0),
+    mask_param: Optional[List[str]] = typer.Option(None, "--mask-param"),
+    output: Optional[Path] = typer.Option(None, help="PNG path (default: NAME.png)"),
+    fmt: str = typer.Option("png", "--format", "-f", help="png or json (slices and drawn parameters)"),
+) -> None:
+    """Draw a mask as a PNG, or print its slices and every drawn parameter as JSON."""
+    _check_format(fmt, ("png", "json"))
+    from longca.problem import Problem, build_mask
+    from longca.sizes import parse_heads, parse_size
+
+    hq, hkv = parse_heads(heads)
+    problem = Problem(kernel="reference", mask=name, seqlen=parse_size(seqlen), heads_q=hq, heads_kv=hkv,
+                      sampler=sampler, seed=seed, mask_params=parse_params(mask_param, "--mask-param"))
+    built = build_mask(problem, registry=_registry())
+    if fmt == "json":
+        typer.echo(json.dumps(built.describe()))
+        return
+    from .maskviz import draw_mask
+
+    path = output or Path(f"{name}.png")
+    draw_mask(built, path)
+    typer.echo(str(path))
+
+
+@app.command()
+@cli_errors
+def doctor(fmt: str = FormatOpt) -> None:
+    """What this machine can run, and why not."""
+    _check_format(fmt)
+    from longca.inventory import doctor_report
+
+    render.doctor(doctor_report(_registry()), fmt)
+
+
+def run_cli() -> None:  # console-script entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    run_cli()

@@ -1,0 +1,138 @@
+"""Reports from results.jsonl: markdown tables, CSV, and plots in the paper's style."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+from longca.results import FIELDS, read_rows
+from longca.sizes import format_size
+
+STATUS_SHORT = {"unsupported": "unsup", "oom": "oom", "error": "err", "incorrect": "wrong"}
+
+
+def _peak(results: Path) -> Optional[float]:
+    run_json = results.parent / "run.json"
+    if run_json.exists():
+        return json.loads(run_json.read_text()).get("matmul_peak_tflops")
+    return None
+
+
+def _groups(rows: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
+    """Rows by (direction, heads, head_dim, dtype, strategy/world size): one table each."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for row in rows:
+        key = (row["direction"], f"{row['heads_q']}:{row['heads_kv']}", row["head_dim"], row["dtype"],
+               row.get("strategy") or "-", row.get("world_size") or 1)
+        groups.setdefault(key, []).append(row)
+    return groups
+
+
+def _label(row: dict[str, Any]) -> str:
+    return row["kernel"] if not row.get("strategy") else f"{row['strategy']}/{row['kernel']}"
+
+
+def markdown(rows: list[dict[str, Any]], peak: Optional[float]) -> str:
+    """One table per group: a row per (mask, length), a column per kernel, TFLOP/s or status."""
+    out = []
+    if peak:
+        out.append(f"bf16 matmul peak measured in this run: {peak:.0f} TFLOP/s\n")
+    for (direction, heads, d, dtype, strategy, world), group in _groups(rows).items():
+        kernels = sorted({_label(r) for r in group})
+        out.append(f"### {direction}, heads {heads}, head_dim {d}, {dtype}"
+                   + (f", world size {world}" if strategy != "-" else "") + "\n")
+        header = ["mask", "seqlen", *kernels, "fastest"] + (["of peak"] if peak else [])
+        out.append("| " + " | ".join(header) + " |")
+        out.append("|" + "---|" * len(header))
+        cells: dict[tuple, dict[str, dict]] = {}
+        for r in group:
+            cells.setdefault((r["mask"], r["seqlen"]), {})[_label(r)] = r
+        for (mask, seqlen), by_kernel in cells.items():
+            line = [mask, format_size(seqlen)]
+            best, best_tf = None, 0.0
+            for k in kernels:
+                r = by_kernel.get(k)
+                if r is None:
+                    line.append("")
+                elif r["status"] == "ok" and r.get("tflops") is not None:
+                    line.append(f"{r['tflops']:.1f}")
+                    if r["tflops"] > best_tf:
+                        best, best_tf = k, r["tflops"]
+                else:
+                    line.append(STATUS_SHORT.get(r["status"], r["status"]))
+            line.append(best or "")
+            if peak:
+                line.append(f"{best_tf / peak:.0%}" if best else "")
+            out.append("| " + " | ".join(line) + " |")
+        out.append("")
+    out.append("Cells are TFLOP/s (median; document masks: median over mask samples). "
+               "unsup = unsupported, oom = out of memory, err = error, wrong = failed the correctness check; "
+               "reasons are in the CSV and results.jsonl.")
+    return "\n".join(out)
+
+
+def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
+    columns = list(FIELDS) + ["backend", "samples"]
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, columns, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in row.items()})
+
+
+def plot(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
+    """A figure per group: a panel per mask, TFLOP/s against length, a line per kernel."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for (direction, heads, d, dtype, strategy, world), group in _groups(rows).items():
+        masks = list(dict.fromkeys(r["mask"] for r in group))
+        ncols = min(4, len(masks))
+        nrows = -(-len(masks) // ncols)
+        fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.2 * nrows), squeeze=False)
+        kernels = sorted({_label(r) for r in group})
+        for ax, mask in zip(axes.flat, masks):
+            for k in kernels:
+                pts = sorted((r["seqlen"], r["tflops"]) for r in group
+                             if r["mask"] == mask and _label(r) == k and r["status"] == "ok" and r.get("tflops"))
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=k)
+            seqlens = sorted({r["seqlen"] for r in group})
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(seqlens, [format_size(s) for s in seqlens], fontsize=7)
+            ax.set_title(mask, fontsize=9)
+            ax.set_ylabel("TFLOP/s", fontsize=8)
+            ax.grid(alpha=0.3)
+        for ax in list(axes.flat)[len(masks):]:
+            ax.axis("off")
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        for ax in axes.flat:
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                if lab not in labels:
+                    handles.append(h)
+                    labels.append(lab)
+        fig.legend(handles, labels, loc="upper center", ncol=min(8, len(labels) or 1), fontsize=8)
+        fig.suptitle(f"{direction}, heads {heads}, head_dim {d}, {dtype}", y=0.995, fontsize=10)
+        fig.tight_layout(rect=(0, 0, 1, 0.93))
+        name = f"tflops_{direction}_{heads.replace(':', 'x')}_d{d}_{dtype}" + (f"_{strategy}_w{world}" if strategy != "-" else "")
+        path = directory / f"{name}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def write_report(results: Path, directory: Path, plots: bool = True) -> dict[str, Any]:
+    rows = read_rows(results)
+    directory.mkdir(parents=True, exist_ok=True)
+    text = markdown(rows, _peak(results))
+    (directory / "report.md").write_text(text + "\n")
+    write_csv(rows, directory / "report.csv")
+    files = [directory / "report.md", directory / "report.csv"]
+    if plots and rows:
+        files += plot(rows, directory)
+    return {"markdown": text, "files": files}

@@ -1,0 +1,57 @@
+"""PyTorch SDPA with its default backend dispatch, as a user would call it.
+
+`full` passes no mask, `causal` passes `is_causal=True`, every other mask an explicit boolean
+(S x S, or per head for block-sparse masks) `attn_mask`, which steers dispatch to the
+memory-efficient or math backend. GQA through `enable_gqa`.
+"""
+from __future__ import annotations
+
+from longca import hookimpl
+from longca.masks.catalog import BLOCK_SPARSE_MASKS, STATIC_MASKS
+from longca.specs import KernelSpec
+
+
+def prepare(problem, mask, q, k, v):
+    """(attn_mask or None, is_causal)."""
+    import torch
+
+    if mask.name == "full":
+        return None, False
+    if mask.name == "causal":
+        return None, True
+    dense = torch.from_numpy(mask.dense()).to(q.device)
+    if dense.dim() == 3:  # block-sparse: one mask per head or per KV group
+        dense = dense.repeat_interleave(q.shape[2] // dense.shape[0], dim=0)
+    return dense, False
+
+
+def run(prepared, q, k, v):
+    import torch.nn.functional as F
+
+    attn_mask, is_causal = prepared
+    gqa = q.shape[2] != k.shape[2]
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                         attn_mask=attn_mask, is_causal=is_causal, enable_gqa=gqa)
+    return out.transpose(1, 2)
+
+
+def available():
+    import torch
+
+    if not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
+        return f"torch {torch.__version__} has no scaled_dot_product_attention"
+    return None
+
+
+@hookimpl
+def longca_kernels():
+    return [KernelSpec(
+        name="sdpa",
+        family="dense",
+        description="torch SDPA, default dispatch: is_causal for causal, a boolean attn_mask otherwise",
+        masks=STATIC_MASKS + BLOCK_SPARSE_MASKS,
+        prepare=prepare,
+        run=run,
+        available=available,
+        backend=lambda: "torch.nn.functional.scaled_dot_product_attention",
+    )]

@@ -1,0 +1,1 @@
+"""longca kernel plugin `torch`: naive attention in plain PyTorch ops."""

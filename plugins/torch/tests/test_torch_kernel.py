@@ -1,0 +1,5 @@
+from longca.testing.conformance import run_conformance
+
+
+def test_conformance():
+    run_conformance("torch")
