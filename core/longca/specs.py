@@ -80,19 +80,28 @@ class KernelSpec:
 
 @dataclass(frozen=True)
 class CPStrategySpec:
-    """A context-parallel strategy over torch.distributed.
+    """A context-parallel strategy over torch.distributed (see `longca.cp` for the shared pieces).
 
-    `dispatch(x, mask, group) -> local` shards the global sequence for this rank;
-    `attention(q, k, v, mask, inner, group, **options) -> out` runs distributed attention on the
-    local shards (autograd-aware); `undispatch(out, mask, group) -> global` gathers it back.
-    `supports(problem) -> None | reason`.
+    `prepare(problem, mask, inner, group, options) -> plan` builds, on every rank of `group`
+    together (it may create subgroups), what the strategy needs for one mask: the sequence layout,
+    the process subgroups and the mask slices of every inner-kernel call; it is timed apart as
+    prepare_ms. `inner` is a `longca.cp.inner.InnerKernel` (the inner kernel's primitives).
+    `dispatch(x, plan) -> local` shards a global (B, S, H, D) tensor for this rank;
+    `attention(q, k, v, plan) -> out` runs distributed attention on the local shards (autograd-aware);
+    `undispatch(local, plan) -> global` gathers a sharded tensor back.
+    `resolve_options(problem, options) -> options` fills defaults and rejects unknown names (raise
+    LongcaError); `supports(problem, options) -> None | reason` refuses what the strategy cannot
+    run (heads that do not divide, lengths the layout cannot split). `options` documents each
+    option: name -> description.
     """
 
     name: str
     description: str
     masks: tuple[str, ...]
+    prepare: Callable[..., Any]
     dispatch: Callable[..., Any]
     attention: Callable[..., Any]
     undispatch: Callable[..., Any]
-    supports: Optional[Callable[["Problem"], Optional[str]]] = None
+    supports: Optional[Callable[["Problem", dict], Optional[str]]] = None
+    resolve_options: Optional[Callable[["Problem", dict], dict]] = None
     options: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,122 @@
+"""Head parallelism (Ulysses all-to-all) around a single or double ring: the engine of four strategies.
+
+W ranks form a grid of `head_degree` U x ring size R (rank = ring_position * U + head_index, so
+head-parallel groups are consecutive ranks, the fast links of one host). Inside a head group an
+all-to-all turns sequence shards into head shards; across groups the ring (with `windows`
+windows, see `ring`) passes K/V. Ulysses is U = W (a ring of one), Ring P2P is U = 1 with one
+window, USP is U and R both > 1, LoongTrain adds windows > 1.
+
+GQA: query heads are split over U; when U does not divide the KV heads they are repeated by the
+smallest factor f that makes `heads_kv * f` a multiple of U while keeping whole query groups.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+import torch.distributed as dist
+
+from ..masks.mask import Mask
+from ..problem import Problem
+from .comm import group_ranks, head_to_seq, seq_to_head, subgroup
+from .inner import InnerKernel
+from .layout import make_layout, subdivide
+from .plan import CPPlan
+from .ring import RingPlan, ring_attention, ring_plan
+
+LAYOUTS = ("zigzag", "contiguous")
+
+
+def kv_repeat(heads_q: int, heads_kv: int, degree: int) -> int:
+    """How many times each KV head is repeated so `degree` ranks each get whole KV heads."""
+    return degree // math.gcd(heads_kv, degree)
+
+
+def heads_unsupported(heads_q: int, heads_kv: int, degree: int) -> Optional[str]:
+    """Why `degree` head-parallel ranks cannot split these heads, or None."""
+    if heads_q % degree:
+        return f"{heads_q} query heads do not divide over {degree} head-parallel ranks"
+    f = kv_repeat(heads_q, heads_kv, degree)
+    if (heads_q // heads_kv) % f:
+        return (f"{heads_kv} KV heads over {degree} head-parallel ranks would need each repeated {f} times, "
+                f"which does not divide the GQA group of {heads_q // heads_kv} query heads")
+    return None
+
+
+def hybrid_unsupported(problem: Problem, head_degree: int, windows: int, layout: str) -> Optional[str]:
+    """Why this grid (head degree, windows, layout) cannot run the problem, or None."""
+    world = problem.world_size
+    if head_degree < 1 or world % head_degree:
+        return f"head-parallel degree {head_degree} does not divide the world size {world}"
+    ring = world // head_degree
+    if windows < 1 or ring % windows:
+        return f"{windows} windows do not divide the ring of {ring} ranks"
+    if layout not in LAYOUTS:
+        return f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}"
+    reason = heads_unsupported(problem.heads_q, problem.heads_kv, head_degree)
+    if reason:
+        return reason
+    need = math.lcm(2 * ring, world) if layout == "zigzag" else world
+    if problem.seqlen % need:
+        return (f"sequence length {problem.seqlen} is not a multiple of {need} "
+                f"({'2 x ring size and world size' if layout == 'zigzag' else 'world size'}, {layout} layout)")
+    return None
+
+
+@dataclass
+class HybridPlan(CPPlan):
+    """CPPlan plus the head-parallel group and the ring plan."""
+
+    head_degree: int = 1
+    head_group: Any = None
+    kv_repeat: int = 1
+    ring: Optional[RingPlan] = None
+
+
+def prepare_hybrid(problem: Problem, mask: Mask, inner: InnerKernel, group, head_degree: int, windows: int,
+                   layout: str, options: dict) -> HybridPlan:
+    """The plan of this rank (collective over `group`: every member calls it)."""
+    ranks = group_ranks(group)
+    rank = dist.get_rank(group)
+    world = len(ranks)
+    ring_size = world // head_degree
+    position, head_index = divmod(rank, head_degree)
+    ring_layout = make_layout(layout, problem.seqlen, ring_size)
+    head_group = None
+    if head_degree > 1:
+        head_group = subgroup([ranks[position * head_degree + u] for u in range(head_degree)])
+    ring_ranks = [ranks[p * head_degree + head_index] for p in range(ring_size)]
+    ring = ring_plan(ring_layout, mask.slices, position, ring_ranks, windows, inner)
+    return HybridPlan(subdivide(ring_layout, head_degree), rank, group, inner, dict(options), head_degree,
+                      head_group, kv_repeat(problem.heads_q, problem.heads_kv, head_degree), ring)
+
+
+def hybrid_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: HybridPlan) -> torch.Tensor:
+    """Distributed attention of the local shards (B, S/W, H, D) -> (B, S/W, Hq, D), autograd-aware."""
+    if plan.head_degree > 1:
+        if plan.kv_repeat > 1:
+            k = k.repeat_interleave(plan.kv_repeat, dim=2)
+            v = v.repeat_interleave(plan.kv_repeat, dim=2)
+        q, k, v = (seq_to_head(t, plan.head_group) for t in (q, k, v))
+    out = ring_attention(q, k, v, plan.ring)
+    return head_to_seq(out, plan.head_group) if plan.head_degree > 1 else out
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def default_head_degree(problem: Problem, at_most: int) -> int:
+    """The largest head-parallel degree <= at_most that divides the world size and the heads.
+
+    Capped by LOCAL_WORLD_SIZE (the ranks of one host, set by torchrun) so that the all-to-all
+    stays on one host's links.
+    """
+    import os
+
+    cap = min(at_most, int(os.environ.get("LOCAL_WORLD_SIZE", problem.world_size)))
+    fits = [d for d in _divisors(problem.world_size)
+            if d <= max(1, cap) and heads_unsupported(problem.heads_q, problem.heads_kv, d) is None]
+    return max(fits) if fits else 1

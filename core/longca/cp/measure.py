@@ -1,0 +1,153 @@
+"""Measuring a context-parallel case: per-rank timing, reduction across ranks, the result row.
+
+Every rank times its own forward (or backward) with the strategy; the per-rank medians are
+gathered. As in the paper, the row's time is the mean over ranks (`ms_median`, with the mean
+20th and 80th percentiles) and `tflops` is TFLOP/s per GPU: the problem's FLOPs / world size /
+mean rank time. `ms_max_rank` is the slowest rank's median, which bounds a training step.
+`flops` is the whole problem's. Document masks are measured over several mask draws and the
+median of each quantity is reported, as for single kernels.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, Optional
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from ..bench import TOLERANCE, RunOptions, _fill, _is_oom
+from ..errors import LongcaError
+from ..flops import attention_flops
+from ..plugins import Registry, get_registry
+from ..problem import Problem, build_mask, check_mask_params, make_inputs
+from ..results import new_row
+from ..timing import host_ms, summarize, time_ms
+from .check import compare, global_dout
+from .inner import inner_kernel, inner_unsupported
+
+log = logging.getLogger(__name__)
+
+
+def resolve(problem: Problem, options: dict[str, Any], registry: Optional[Registry] = None) -> dict[str, Any]:
+    """The strategy's options with defaults filled (unknown names raise LongcaError)."""
+    spec = (registry or get_registry()).strategy(problem.strategy)
+    return spec.resolve_options(problem, dict(options)) if spec.resolve_options else dict(options)
+
+
+def unsupported(problem: Problem, options: dict[str, Any], registry: Optional[Registry] = None) -> Optional[str]:
+    """Why this strategy / inner kernel cannot run the problem, or None. Unknown names raise LongcaError."""
+    registry = registry or get_registry()
+    spec = registry.strategy(problem.strategy)
+    registry.kernel(problem.kernel)
+    check_mask_params(problem, registry)
+    if problem.mask not in spec.masks:
+        return f"strategy {spec.name}: mask {problem.mask} is not supported (supported: {', '.join(spec.masks)})"
+    reason = inner_unsupported(problem, registry)
+    if reason:
+        return reason
+    return spec.supports(problem, options) if spec.supports else None
+
+
+def _sample(spec, problem: Problem, options: dict, inner, sample: int, run: RunOptions, check: bool,
+            group, device: torch.device, registry: Registry) -> dict[str, Any]:
+    needs_grad = problem.direction != "fwd"
+    mask = build_mask(problem, sample, registry)
+    q, k, v = make_inputs(problem, sample)
+    prepare_ms, plan = host_ms(lambda: spec.prepare(problem, mask, inner, group, options), device)
+    ql, kl, vl = (spec.dispatch(t, plan).detach().requires_grad_(needs_grad) for t in (q, k, v))
+    dout_g = global_dout(problem, sample) if needs_grad else None
+    dout = spec.dispatch(dout_g, plan) if needs_grad else None
+    if problem.direction == "fwd":
+        def step():
+            with torch.no_grad():
+                return spec.attention(ql, kl, vl, plan)
+    elif problem.direction == "bwd":
+        out = spec.attention(ql, kl, vl, plan)
+
+        def step():
+            return torch.autograd.grad(out, (ql, kl, vl), dout, retain_graph=True)
+    else:
+        def step():
+            return torch.autograd.grad(spec.attention(ql, kl, vl, plan), (ql, kl, vl), dout)
+    peak = None
+    if device.type == "cuda":
+        step()
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        step()
+        torch.cuda.synchronize(device)
+        peak = torch.cuda.max_memory_allocated(device)
+    dist.barrier(group)
+    times = time_ms(step, device, run.warmup, run.repeat, run.flush_l2)
+    mine = [*summarize(times), peak, prepare_ms]
+    ranks: list = [None] * dist.get_world_size(group)
+    dist.all_gather_object(ranks, mine, group=group)
+    medians = [r[0] for r in ranks]
+    mean = float(np.mean(medians))
+    flops = attention_flops(mask.area, problem.heads_q, problem.head_dim, problem.batch, problem.direction)
+    world = dist.get_world_size(group)
+    peaks = [r[3] for r in ranks if r[3] is not None]
+    result = {"ms": (mean, float(np.mean([r[1] for r in ranks])), float(np.mean([r[2] for r in ranks]))),
+              "ms_max_rank": float(max(medians)), "area": mask.area, "flops": flops,
+              "peak": max(peaks) if peaks else None, "prepare_ms": float(np.max([r[4] for r in ranks])),
+              "tflops": flops / world / (mean * 1e-3) / 1e12 if mean > 0 else None}
+    if check:
+        result["errors"] = compare(spec, plan, problem, mask, q, k, v, dout_g)
+    return result
+
+
+def measure(problem: Problem, options: dict[str, Any], run: Optional[RunOptions] = None, group=None,
+            registry: Optional[Registry] = None) -> Optional[dict[str, Any]]:
+    """Measure one CP case on every rank of `group` (collective); the result row on rank 0, else None.
+
+    `options` must be resolved (`resolve`) and the case supported (`unsupported`): both are
+    decided before processes start. Failures inside the strategy become the row's status.
+    """
+    run = run or RunOptions()
+    registry = registry or get_registry()
+    group = group or dist.group.WORLD
+    spec = registry.strategy(problem.strategy)
+    device = torch.device(problem.device)
+    row = new_row(problem)
+    row["strategy_options"] = dict(options)
+    inner = inner_kernel(problem, registry)
+    row["backend"] = inner.backend
+    n_samples = max(1, run.samples) if registry.mask(problem.mask).uses_documents else 1
+    results = []
+    try:
+        for sample in range(n_samples):
+            results.append(_sample(spec, problem, options, inner, sample, run, run.check and sample == 0, group,
+                                   device, registry))
+    except LongcaError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - recorded in the row
+        log.debug("CP case failed", exc_info=True)
+        row.update(status="oom" if _is_oom(exc) else "error",
+                   reason=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500])
+        return row if dist.get_rank(group) == 0 else None
+    if dist.get_rank(group) != 0:
+        return None
+    _fill(row, results)
+    row["ms_max_rank"] = float(np.median([r["ms_max_rank"] for r in results]))
+    errors = results[0].get("errors")
+    if errors is not None:
+        worst = max(errors.values(), key=lambda e: math.inf if math.isnan(e) else e)
+        row.update(rel_err=worst, rel_err_detail=errors)
+        tolerance = run.tolerance or TOLERANCE[problem.dtype]
+        if math.isnan(worst) or worst > tolerance:
+            row.update(status="incorrect", reason=f"relative error {worst:.3g} > tolerance {tolerance:g}")
+            return row
+    row["status"] = "ok"
+    return row
+
+
+def measure_in_group(device: str, problem_fields: dict[str, Any], options: dict[str, Any],
+                     run_fields: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """`measure` in a spawned group (see `launch.spawn`): arguments as plain dicts, device per rank."""
+    problem = Problem(**{**problem_fields, "device": device})
+    row = measure(problem, options, RunOptions(**run_fields))
+    if row is not None:
+        row["device"] = problem_fields["device"]
+    return row

@@ -1,0 +1,66 @@
+"""The all-gather algorithm: plan, forward, backward (imported lazily by `hooks`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+from longca.cp.attend import backward_calls, forward_calls
+from longca.cp.calls import Call, pair_calls
+from longca.cp.comm import gather_seq, reduce_scatter_seq
+from longca.cp.layout import make_layout
+from longca.cp.merge import GradAccumulator, OutputAccumulator
+from longca.cp.plan import CPPlan
+
+
+@dataclass
+class AllGatherPlan(CPPlan):
+    """CPPlan plus the calls of the local query runs against the whole (gathered) key sequence."""
+
+    calls: list[Call] = field(default_factory=list)
+
+
+def prepare(problem, mask, inner, group, options) -> AllGatherPlan:
+    layout = make_layout(options["layout"], problem.seqlen, dist.get_world_size(group))
+    rank = dist.get_rank(group)
+    calls = pair_calls(mask.slices, layout.runs[rank], [(0, problem.seqlen)])
+    return AllGatherPlan(layout, rank, group, inner, dict(options), calls)
+
+
+def _gather(x: torch.Tensor, plan: AllGatherPlan) -> torch.Tensor:
+    """The global tensor in sequence order from every rank's shard."""
+    return plan.layout.assemble(gather_seq(x, plan.group))
+
+
+def forward(q, k, v, plan: AllGatherPlan):
+    acc = OutputAccumulator(q, v.shape[-1])
+    forward_calls(plan.inner, q, _gather(k, plan), _gather(v, plan), plan.calls, acc)
+    return acc.result(q.dtype)
+
+
+def backward(dout, q, k, v, out, lse, plan: AllGatherPlan):
+    k_all, v_all = _gather(k, plan), _gather(v, plan)
+    dq, dk, dv = GradAccumulator(q), GradAccumulator(k_all), GradAccumulator(v_all)
+    backward_calls(plan.inner, dout, q, k_all, v_all, out, lse, plan.calls, dq, dk, dv)
+    dk_l = reduce_scatter_seq(plan.layout.split(dk.result(torch.float32)), plan.group)
+    dv_l = reduce_scatter_seq(plan.layout.split(dv.result(torch.float32)), plan.group)
+    return dq.result(q.dtype), dk_l.to(k.dtype), dv_l.to(v.dtype)
+
+
+class AllGatherAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, plan):
+        out, lse = forward(q, k, v, plan)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.plan = plan
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, lse = ctx.saved_tensors
+        return (*backward(dout.contiguous(), q, k, v, out, lse, ctx.plan), None)
+
+
+def attention(q, k, v, plan: AllGatherPlan) -> torch.Tensor:
+    return AllGatherAttention.apply(q, k, v, plan)

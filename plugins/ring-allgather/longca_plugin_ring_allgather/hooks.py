@@ -1,0 +1,62 @@
+"""Ring all-gather (Llama 3 / InternEvo style): all-gather K/V, attend the local queries, reduce-scatter dK/dV.
+
+Every rank gathers the whole K and V (in global order), then its (zigzag) query runs attend to
+the keys they need, one inner-kernel call per query run. The backward gathers K/V again (nothing
+S-sized is kept between passes), computes dQ locally and the full-length dK/dV partial sums,
+which a reduce-scatter returns to the ranks that own them.
+"""
+from __future__ import annotations
+
+from longca import hookimpl
+from longca.masks.catalog import STATIC_MASKS
+from longca.specs import CPStrategySpec
+
+NAME = "ring-allgather"
+
+
+def resolve_options(problem, options):
+    from longca.cp.plan import resolve_options as resolve
+
+    return resolve(NAME, options, {"layout": "zigzag"})
+
+
+def supports(problem, options):
+    from longca.cp.hybrid import hybrid_unsupported
+
+    return hybrid_unsupported(problem, 1, 1, options["layout"])
+
+
+def prepare(problem, mask, inner, group, options):
+    from .allgather import prepare as build
+
+    return build(problem, mask, inner, group, options)
+
+
+def dispatch(x, plan):
+    from longca.cp.plan import dispatch as generic
+
+    return generic(x, plan)
+
+
+def undispatch(x, plan):
+    from longca.cp.plan import undispatch as generic
+
+    return generic(x, plan)
+
+
+def attention(q, k, v, plan):
+    from .allgather import attention as run
+
+    return run(q, k, v, plan)
+
+
+@hookimpl
+def longca_cp_strategies():
+    return [CPStrategySpec(
+        name=NAME,
+        description="all-gather K/V, local (zigzag) queries against the keys they need, reduce-scatter dK/dV",
+        masks=STATIC_MASKS,
+        prepare=prepare, dispatch=dispatch, attention=attention, undispatch=undispatch,
+        supports=supports, resolve_options=resolve_options,
+        options={"layout": "query layout: zigzag (default) or contiguous"},
+    )]

@@ -1,0 +1,62 @@
+"""Ring attention with point-to-point K/V passing (ring-flash-attn / Megatron CP style).
+
+Each rank keeps its queries; K/V blocks travel around the ring with batched isend/irecv that
+overlap the inner kernel, partial outputs are merged by their lse in float32, and in the
+backward dK/dV travel around the ring with their block. Sequence-level zigzag layout by default
+(rank r holds chunks r and 2W-1-r) to balance causal work.
+"""
+from __future__ import annotations
+
+from longca import hookimpl
+from longca.masks.catalog import STATIC_MASKS
+from longca.specs import CPStrategySpec
+
+NAME = "ring-p2p"
+
+
+def resolve_options(problem, options):
+    from longca.cp.plan import resolve_options as resolve
+
+    return resolve(NAME, options, {"layout": "zigzag"})
+
+
+def supports(problem, options):
+    from longca.cp.hybrid import hybrid_unsupported
+
+    return hybrid_unsupported(problem, 1, 1, options["layout"])
+
+
+def prepare(problem, mask, inner, group, options):
+    from longca.cp.hybrid import prepare_hybrid
+
+    return prepare_hybrid(problem, mask, inner, group, 1, 1, options["layout"], options)
+
+
+def dispatch(x, plan):
+    from longca.cp.plan import dispatch as generic
+
+    return generic(x, plan)
+
+
+def undispatch(x, plan):
+    from longca.cp.plan import undispatch as generic
+
+    return generic(x, plan)
+
+
+def attention(q, k, v, plan):
+    from longca.cp.ring import ring_attention
+
+    return ring_attention(q, k, v, plan.ring)
+
+
+@hookimpl
+def longca_cp_strategies():
+    return [CPStrategySpec(
+        name=NAME,
+        description="K/V passed around a ring with batched P2P overlapped with the inner kernel, lse merge",
+        masks=STATIC_MASKS,
+        prepare=prepare, dispatch=dispatch, attention=attention, undispatch=undispatch,
+        supports=supports, resolve_options=resolve_options,
+        options={"layout": "zigzag (default: rank r holds chunks r and 2W-1-r) or contiguous"},
+    )]

@@ -1,0 +1,1 @@
+"""longca CP strategy: Ulysses (all-to-all between sequence and head sharding)."""

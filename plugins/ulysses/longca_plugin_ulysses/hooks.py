@@ -1,0 +1,63 @@
+"""Ulysses (DeepSpeed-Ulysses): all-to-all from sequence to head sharding, local attention, and back.
+
+Every rank holds S/W contiguous tokens of all heads; an all-to-all gives it all S tokens of
+H/W heads, the inner kernel attends over the whole mask, and an all-to-all returns the output to
+sequence sharding. GQA: KV heads are repeated when the group is larger than the KV-head count.
+Refused, with the reason, when the query heads do not divide over the ranks.
+"""
+from __future__ import annotations
+
+from longca import hookimpl
+from longca.masks.catalog import STATIC_MASKS
+from longca.specs import CPStrategySpec
+
+NAME = "ulysses"
+
+
+def resolve_options(problem, options):
+    from longca.cp.plan import resolve_options as resolve
+
+    return resolve(NAME, options, {})
+
+
+def supports(problem, options):
+    from longca.cp.hybrid import hybrid_unsupported
+
+    return hybrid_unsupported(problem, problem.world_size, 1, "contiguous")
+
+
+def prepare(problem, mask, inner, group, options):
+    import torch.distributed as dist
+
+    from longca.cp.hybrid import prepare_hybrid
+
+    return prepare_hybrid(problem, mask, inner, group, dist.get_world_size(group), 1, "contiguous", options)
+
+
+def dispatch(x, plan):
+    from longca.cp.plan import dispatch as generic
+
+    return generic(x, plan)
+
+
+def undispatch(x, plan):
+    from longca.cp.plan import undispatch as generic
+
+    return generic(x, plan)
+
+
+def attention(q, k, v, plan):
+    from longca.cp.hybrid import hybrid_attention
+
+    return hybrid_attention(q, k, v, plan)
+
+
+@hookimpl
+def longca_cp_strategies():
+    return [CPStrategySpec(
+        name=NAME,
+        description="all-to-all sequence->head sharding, inner kernel over the whole sequence, all-to-all back",
+        masks=STATIC_MASKS,
+        prepare=prepare, dispatch=dispatch, attention=attention, undispatch=undispatch,
+        supports=supports, resolve_options=resolve_options,
+    )]

@@ -1,0 +1,1 @@
+"""longca CP strategy: USP (Ulysses inside groups, ring attention across groups)."""
