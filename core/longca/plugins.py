@@ -157,6 +157,11 @@ def _register(registry: Registry, pm: pluggy.PluginManager, plugin: PluginInfo, 
                 registry._add(kind, spec, plugin)
     if hasattr(obj, "longca_env_info"):
         plugin.hooks.append("longca_env_info")
+    known = {n for n in vars(hookspecs) if n.startswith("longca_")}
+    for attr in sorted(set(dir(obj)) - known):  # a misspelled hook would otherwise be ignored silently
+        if hasattr(getattr(obj, attr, None), f"{hookspecs.PROJECT}_impl"):
+            plugin.errors.append(f"{attr} is marked @hookimpl but is not a longca hook; "
+                                 f"known hooks: {', '.join(sorted(known))}")
 
 
 def load_registry() -> Registry:

@@ -76,8 +76,13 @@ class SpecFile(BaseModel):
     sweep: SweepSpec
 
 
-def load_spec(path: Union[str, Path], registry: Optional[Registry] = None) -> SweepSpec:
-    """Read and validate a spec; every problem is reported as one line naming the field."""
+def load_spec(path: Union[str, Path], registry: Optional[Registry] = None,
+              installed_kernels_only: bool = False) -> SweepSpec:
+    """Read and validate a spec; every problem is reported as one line naming the field.
+
+    With `installed_kernels_only`, kernels no plugin registers are dropped instead of refused
+    (the built-in default benchmark lists every kernel the project knows).
+    """
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text())
@@ -93,6 +98,8 @@ def load_spec(path: Union[str, Path], registry: Optional[Registry] = None) -> Sw
         raise LongcaError(f"{path}: field '{field}': {first['msg']}"
                           + (f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else "")) from None
     registry = registry or get_registry()
+    if installed_kernels_only:
+        spec.kernels = [k for k in spec.kernels if k in registry.entries["kernels"]]
     for kernel in spec.kernels:
         registry.entry("kernels", kernel)
     for mask in spec.mask_names():

@@ -58,8 +58,26 @@ def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="log diagno
 def plugins(fmt: str = FormatOpt) -> None:
     """Installed plugins: distribution, version, hooks, what each registered, load errors."""
     _check_format(fmt)
-    render.listing([p.as_dict() for p in _registry().plugins], fmt,
-                   ["name", "distribution", "version", "hooks", "registered", "errors"])
+    rows = [p.as_dict() for p in _registry().plugins]
+    render.listing(rows, fmt, ["name", "distribution", "version", "hooks", "registered", "errors"])
+    if fmt == "table":  # the table cuts long cells: every load error in full below it
+        for row in rows:
+            for error in row["errors"]:
+                typer.echo(f"error: plugin {row['name']} ({row['distribution']}): {error}")
+
+
+@app.command("new-plugin")
+@cli_errors
+def new_plugin(
+    name: str = typer.Argument(..., help="plugin and kernel name: lower-case letters, digits, '_'"),
+    output: Optional[Path] = typer.Option(None, help="folder to create (default: ./longca-plugin-NAME)"),
+    template: Optional[Path] = typer.Option(None, help="template folder (default: contrib/plugin-template)"),
+) -> None:
+    """Create a kernel plugin from the template; it installs and passes its tests as it stands."""
+    from .newplugin import create_plugin, next_steps
+
+    taken = {n: e.plugin.distribution for n, e in _registry().entries["kernels"].items()}
+    typer.echo(next_steps(name, create_plugin(name, output, template, taken)))
 
 
 @app.command("list-kernels")
@@ -211,7 +229,7 @@ def bench(
 
     path = default_spec_path(default_device())
     typer.echo(f"running {path.name} into {output}", err=True)
-    sweep_spec = load_spec(path, _registry())
+    sweep_spec = load_spec(path, _registry(), installed_kernels_only=True)
     n = len(list(problems(sweep_spec)))
     render.with_progress(n, lambda tick: run_sweep(sweep_spec, output, resume, tick, _registry()))
     typer.echo(write_report(output / "results.jsonl", output)["markdown"])
@@ -273,6 +291,11 @@ def doctor(fmt: str = FormatOpt) -> None:
     from longca.inventory import doctor_report
 
     render.doctor(doctor_report(_registry()), fmt)
+
+
+from .dist_run import dist_run as _dist_run  # noqa: E402 - the `dist-run` command (context parallelism)
+
+app.command("dist-run")(cli_errors(_dist_run))
 
 
 def run_cli() -> None:  # console-script entry point

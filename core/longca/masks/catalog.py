@@ -131,9 +131,9 @@ def block_causal_document(ctx):
         lens = np.diff(np.concatenate([[0], ends])).astype(np.int64)
     elif (lens % DOC_BLOCK).any():
         raise LongcaError(f"block_causal_document: every document length must be a multiple of {DOC_BLOCK}")
-    slices = []
+    slices = []  # column-wise: key block [c, c+B) is seen by every query from c to the document's end
     for a, b in _bounds(lens):
-        slices += [(c, c + DOC_BLOCK, a, c + DOC_BLOCK, sl.FULL) for c in range(a, b, DOC_BLOCK)]
+        slices += [(c, b, c, c + DOC_BLOCK, sl.FULL) for c in range(a, b, DOC_BLOCK)]
     return _mask(ctx, "block_causal_document", slices, doc_lens=lens, block=DOC_BLOCK)
 
 

@@ -146,29 +146,54 @@ def block_map(slices: Iterable[Sequence[int]], seqlen_q: int, seqlen_k: int,
               block_q: int, block_k: int) -> np.ndarray:
     """Block-level map, int8 (ceil(Sq/bq), ceil(Sk/bk)): EMPTY, PARTIAL or FULL_BLOCK.
 
-    FULL_BLOCK is certain (every pair of the block, clipped to the sequence, is unmasked);
-    PARTIAL means some pair may be masked. A block covered fully only by the union of two slices
-    is reported PARTIAL, which is always safe for a kernel (it applies the mask there).
+    Exact: a block is FULL_BLOCK iff every pair of it (clipped to the sequence) is unmasked,
+    EMPTY iff none is. Blocks whose rows span several slices are settled by their exact area.
     """
     nqb, nkb = -(-seqlen_q // block_q), -(-seqlen_k // block_k)
     out = np.zeros((nqb, nkb), dtype=np.int8)
-    fulls: list[tuple[int, int, int]] = []
-    for s in normalize(slices).tolist():
+    touches = np.zeros((nqb, nkb), dtype=np.int16)  # how many slices touch each block
+    fulls: list[tuple[slice, int, int]] = []
+    norm = normalize(slices)
+
+    def full_range(lo_key: int, hi_key: int) -> tuple[int, int]:
+        """Key blocks lying inside [lo_key, hi_key] (inclusive)."""
+        hi = nkb - 1 if hi_key == seqlen_k - 1 else (hi_key + 1) // block_k - 1
+        return -(-lo_key // block_k), hi
+
+    for s in norm.tolist():
         q0, q1, k0, k1, t = s
+        first_qb, last_qb = q0 // block_q, (q1 - 1) // block_q
+        if t == FULL:  # every row alike: mark the whole run of q blocks at once
+            rows = slice(first_qb, last_qb + 1)
+            out[rows, k0 // block_k:(k1 - 1) // block_k + 1] = np.maximum(
+                out[rows, k0 // block_k:(k1 - 1) // block_k + 1], PARTIAL)
+            touches[rows, k0 // block_k:(k1 - 1) // block_k + 1] += 1
+            inner_lo = first_qb + (q0 % block_q != 0)
+            inner_hi = last_qb if q1 == seqlen_q or q1 % block_q == 0 else last_qb - 1
+            lo, hi = full_range(k0, k1 - 1)
+            if inner_hi >= inner_lo and hi >= lo:
+                fulls.append((slice(inner_lo, inner_hi + 1), lo, hi))
+            continue
         _, start, end = row_bounds(s)
-        for qb in range(q0 // block_q, (q1 - 1) // block_q + 1):
+        for qb in range(first_qb, last_qb + 1):
             a, b = max(q0, qb * block_q), min(q1, (qb + 1) * block_q)
             sa, eb = start[a - q0], end[b - 1 - q0]
             row = out[qb, sa // block_k: eb // block_k + 1]
             np.maximum(row, PARTIAL, out=row)
+            touches[qb, sa // block_k: eb // block_k + 1] += 1
             if a == qb * block_q and b == min((qb + 1) * block_q, seqlen_q):
-                lo_key, hi_key = start[b - 1 - q0], end[a - q0]
-                lo = -(-lo_key // block_k)
-                hi = nkb - 1 if hi_key == seqlen_k - 1 else (hi_key + 1) // block_k - 1
+                lo, hi = full_range(start[b - 1 - q0], end[a - q0])
                 if hi >= lo:
-                    fulls.append((qb, lo, hi))
-    for qb, lo, hi in fulls:
-        out[qb, lo:hi + 1] = FULL_BLOCK
+                    fulls.append((slice(qb, qb + 1), lo, hi))
+    for rows, lo, hi in fulls:
+        out[rows, lo:hi + 1] = FULL_BLOCK
+    # blocks touched by several slices: their union may fill them, settle by exact area
+    for qb, kb in zip(*np.nonzero((out == PARTIAL) & (touches > 1))):
+        rows = (int(qb) * block_q, min((int(qb) + 1) * block_q, seqlen_q))
+        cols = (int(kb) * block_k, min((int(kb) + 1) * block_k, seqlen_k))
+        near = norm[(norm[:, 0] < rows[1]) & (norm[:, 1] > rows[0]) & (norm[:, 2] < cols[1]) & (norm[:, 3] > cols[0])]
+        if area(crop(near, rows, cols)) == (rows[1] - rows[0]) * (cols[1] - cols[0]):
+            out[qb, kb] = FULL_BLOCK
     return out
 
 
@@ -201,7 +226,9 @@ def flashmask_bounds(slices: Iterable[Sequence[int]], seqlen_q: int, seqlen_k: i
     gap_cols = [mcols, mcols[col_end]]
     gap_lo = [prev_last + 1, mlast[col_end] + 1]
     gap_hi = [mfirst, np.full(int(col_end.sum()), seqlen_q)]
-    empty_cols = np.setdiff1d(np.arange(seqlen_k), mcols)
+    seen = np.zeros(seqlen_k, dtype=bool)
+    seen[mcols] = True
+    empty_cols = np.flatnonzero(~seen)
     gap_cols.append(empty_cols)
     gap_lo.append(np.zeros(len(empty_cols), dtype=np.int64))
     gap_hi.append(np.full(len(empty_cols), seqlen_q))

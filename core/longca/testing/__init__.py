@@ -1,1 +1,50 @@
-"""Testing helpers for kernel plugins (the conformance kit)."""
+"""Testing kit for longca plugins: the kernel conformance suite and its pytest integration.
+
+    from longca.testing import conformance_tests
+    test_conformance = conformance_tests("mykernel")   # in a plugin's tests/test_conformance.py
+
+See docs/writing-a-plugin.md. Importing this package is cheap; torch loads with the suite.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .conformance import Case, Report, Settings
+
+__all__ = ["conformance_tests", "run_conformance", "check_kernel", "conformance_cases", "Settings"]
+
+
+def run_conformance(kernel: str, device: Any = None, **kwargs: Any) -> list[dict]:
+    """Run the whole conformance suite of `kernel`; AssertionError lists every failed case."""
+    from .conformance import run_conformance as run
+
+    return run(kernel, device, **kwargs)
+
+
+def check_kernel(kernel: str, device: Any = None, **kwargs: Any) -> "Report":
+    """Run the suite and return a Report (rows, failures, skips) instead of raising."""
+    from .conformance import check_kernel as check
+
+    return check(kernel, device, **kwargs)
+
+
+def conformance_cases(kernel: str, **kwargs: Any) -> "list[Case]":
+    from .conformance import conformance_cases as cases
+
+    return cases(kernel, **kwargs)
+
+
+def conformance_tests(kernel: str, **kwargs: Any):
+    """A pytest test function, parametrized with one test per conformance case of `kernel`."""
+    from .pytest_plugin import conformance_tests as tests
+
+    return tests(kernel, **kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Settings":
+        from .conformance import Settings
+
+        return Settings
+    raise AttributeError(name)

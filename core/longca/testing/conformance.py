@@ -1,42 +1,419 @@
-"""Conformance checks every kernel plugin runs: spec well formed, claims honoured, results correct."""
+"""Conformance suite every kernel plugin runs: spec well formed, claims honoured, results correct.
+
+The suite is a list of named cases (`conformance_cases`), each a check that raises
+`AssertionError` with a message naming what is wrong, or `ConformanceSkip` when it cannot run
+here (no CUDA, kernel library missing). Two ways to run it from a plugin's tests:
+
+    from longca.testing import conformance_tests
+    test_conformance = conformance_tests("mykernel")      # one pytest test per case
+
+    from longca.testing import run_conformance
+    def test_conformance():
+        run_conformance("mykernel")                       # all cases in one test
+
+Cases: `registered` (the kernel is there, under one plugin that loaded without errors), `name`,
+`spec` (fields well formed), `available` (the probe answers None or a reason), `refusals-DEV`
+(every mask, dtype, head dim, GQA, direction and device the spec does not claim is refused with a
+reason), `mask-M-DEV` (every claimed mask runs fwd and bwd with `--check` against the float32
+reference), `dtype-D-DEV` (every other claimed dtype runs), `forward_lse-DEV` / `backward_lse-DEV`
+(the context-parallel primitives, if declared, match `longca.reference` on the claimed masks'
+slices, whole and cropped as ring and all-gather strategies crop them).
+"""
 from __future__ import annotations
 
-from typing import Optional
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
 
 import torch
 
-from ..bench import RunOptions, run_problem
-from ..plugins import get_registry, validate
-from ..problem import Problem
+from ..bench import TOLERANCE, RunOptions, rel_err, run_problem
+from ..errors import LongcaError
+from ..plugins import NAME_RE, Registry, get_registry, validate
+from ..problem import Problem, build_mask, make_inputs
+from ..specs import DEVICES, DTYPES, KernelSpec
+
+log = logging.getLogger(__name__)
+DEVICE_ORDER = {"cpu": ("float32", "bfloat16", "float16"), "cuda": ("bfloat16", "float16", "float32")}
+HEAD_DIM_PREFERENCE = (64, 128, 32, 96, 256)
+OPTIONS = RunOptions(warmup=0, repeat=1, samples=1, check=True)
 
 
-def small_problem(spec, mask: str, direction: str, device: str = "cpu") -> Problem:
-    """A small case the kernel claims to support: GQA if it does, its first head dim, float32 if it can."""
-    heads = (4, 2) if spec.gqa else (4, 4)
-    head_dim = spec.head_dims[0] if spec.head_dims else 32
-    dtype = "float32" if "float32" in spec.dtypes and device == "cpu" else (
-        "bfloat16" if "bfloat16" in spec.dtypes else spec.dtypes[0])
-    seqlen = 2048 if mask == "block_causal_document" else 256
-    params = {"block": 64} if mask.startswith("block_sparse") else {}
-    return Problem(kernel=spec.name, mask=mask, seqlen=seqlen, heads_q=heads[0], heads_kv=heads[1],
-                   head_dim=head_dim, dtype=dtype, direction=direction, device=device, mask_params=params,
-                   sampler="uniform", sampler_params={"min_len": 16, "max_len": 128} if seqlen == 256 else {})
+class ConformanceSkip(Exception):
+    """A case that cannot run here (no CUDA, the kernel's library missing); the message says why."""
 
 
-def run_conformance(kernel: str, device: Optional[str] = None) -> list[dict]:
-    """Run every claimed mask, forward (and backward if claimed), with --check; assert all ok."""
-    registry = get_registry()
-    entry = registry.entry("kernels", kernel)
-    spec = entry.spec
-    assert validate("kernels", spec) is None
-    devices = [device] if device else [d for d in spec.devices if d == "cpu" or torch.cuda.is_available()]
-    rows = []
+@dataclass(frozen=True)
+class Settings:
+    """Problem sizes of the suite; a kernel that needs others passes them to `conformance_tests`."""
+
+    seqlen: int = 256
+    head_dim: Optional[int] = None  # None: 64 if allowed, else the first declared head dim
+    heads: tuple[int, int] = (4, 2)  # (4, 4) for kernels without GQA
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Case:
+    """One conformance check of one kernel; `run(registry)` returns the result rows it produced."""
+
+    id: str
+    kernel: str
+    check: Callable[["Registry"], list[dict]] = field(repr=False)
+    device: Optional[str] = None
+
+    def run(self, registry: Optional[Registry] = None) -> list[dict]:
+        return self.check(registry or get_registry())
+
+
+# ---------------------------------------------------------------- problems
+
+
+def primary_dtype(spec: KernelSpec, device: str) -> str:
+    """The dtype a device's cases run in: float32 on CPU, bfloat16 on CUDA, when claimed."""
+    return next(d for d in DEVICE_ORDER[device] + tuple(spec.dtypes) if d in spec.dtypes)
+
+
+def conformance_head_dim(spec: KernelSpec, settings: Settings) -> int:
+    if settings.head_dim:
+        return settings.head_dim
+    if spec.head_dims is None:
+        return 64
+    return next((d for d in HEAD_DIM_PREFERENCE if d in spec.head_dims), spec.head_dims[0])
+
+
+def small_problem(spec: KernelSpec, mask: str, direction: str, device: str = "cpu",
+                  dtype: Optional[str] = None, registry: Optional[Registry] = None,
+                  settings: Settings = Settings(), **changes: Any) -> Problem:
+    """A small case of `mask` within the kernel's declared capabilities (sizes from `settings`)."""
+    registry = registry or get_registry()
+    multiple = registry.mask(mask).seqlen_multiple if mask in registry.entries["masks"] else 1
+    seqlen = -(-max(settings.seqlen, multiple) // multiple) * multiple
+    hq, hkv = settings.heads
+    problem = Problem(
+        kernel=spec.name, mask=mask, seqlen=seqlen, heads_q=hq, heads_kv=hkv if spec.gqa else hq,
+        head_dim=conformance_head_dim(spec, settings), dtype=dtype or primary_dtype(spec, device),
+        direction=direction, device=device, seed=settings.seed, sampler="uniform",
+        sampler_params={"min_len": max(1, seqlen // 16), "max_len": max(1, seqlen // 2)},
+        mask_params={"block": 64} if mask.startswith("block_sparse") else {})
+    return problem.with_(**changes) if changes else problem
+
+
+def _describe(problem: Problem) -> str:
+    return (f"{problem.kernel}: mask {problem.mask} {problem.direction} on {problem.device} "
+            f"({problem.dtype}, S={problem.seqlen}, heads {problem.heads_q}:{problem.heads_kv}, "
+            f"head_dim {problem.head_dim})")
+
+
+# ---------------------------------------------------------------- helpers of the checks
+
+
+def _kernel(registry: Registry, name: str) -> KernelSpec:
+    """The kernel's spec; an unknown or conflicting name fails with every plugin load error."""
+    try:
+        return registry.entry("kernels", name).spec
+    except LongcaError as exc:
+        errors = [f"  {p.distribution} ({p.name}): {e}" for p in registry.plugins for e in p.errors]
+        detail = ("\nplugin load errors:\n" + "\n".join(errors)) if errors else ""
+        raise AssertionError(f"{exc}{detail}") from None
+
+
+def _need_device(device: str) -> None:
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConformanceSkip("no CUDA GPU visible: GPU cases skipped")
+
+
+def _need_available(spec: KernelSpec) -> None:
+    try:
+        reason = spec.available()
+    except Exception as exc:  # noqa: BLE001 - reported by the `available` case
+        reason = f"available() raised {type(exc).__name__}: {exc}"
+    if reason:
+        raise ConformanceSkip(f"kernel {spec.name} is unavailable here: {reason}")
+
+
+def _probe_supports(spec: KernelSpec, problem: Problem) -> Optional[str]:
+    """supports(problem) must return None or a non-empty reason, and never raise."""
+    if spec.supports is None:
+        return None
+    try:
+        answer = spec.supports(problem)
+    except Exception as exc:  # noqa: BLE001
+        raise AssertionError(f"{_describe(problem)}: supports() raised {type(exc).__name__}: {exc}; "
+                             f"it must return None or a reason string") from None
+    if answer is not None and not (isinstance(answer, str) and answer.strip()):
+        raise AssertionError(f"{_describe(problem)}: supports() returned {answer!r}; "
+                             f"expected None (supported) or a non-empty reason string")
+    return answer
+
+
+def _run(problem: Problem, registry: Registry) -> dict:
+    try:
+        return run_problem(problem, OPTIONS, registry)
+    except Exception as exc:  # noqa: BLE001 - run_problem only raises for input errors
+        raise AssertionError(f"{_describe(problem)}: the run raised {type(exc).__name__}: {exc}") from None
+
+
+def _expect_ok(spec: KernelSpec, problem: Problem, registry: Registry, what: str) -> dict:
+    refusal = _probe_supports(spec, problem)
+    if refusal:
+        raise AssertionError(f"{_describe(problem)}: the spec claims {what} but supports() refuses it: "
+                             f"{refusal}. Remove the claim from the KernelSpec, or pass sizes the kernel "
+                             f"takes to conformance_tests(..., seqlen=, head_dim=)")
+    row = _run(problem, registry)
+    if row["status"] != "ok":
+        detail = row.get("rel_err_detail")
+        errors = f" (relative errors: {', '.join(f'{k} {v:.3g}' for k, v in detail.items())})" if detail else ""
+        raise AssertionError(f"{_describe(problem)}: {row['status']}: {row['reason']}{errors}")
+    return row
+
+
+def _expect_refused(problem: Problem, registry: Registry, what: str) -> dict:
+    row = _run(problem, registry)
+    if row["status"] != "unsupported" or not str(row.get("reason") or "").strip():
+        raise AssertionError(f"{_describe(problem)}: {what} is not claimed, so it must be refused with a reason; "
+                             f"got status {row['status']!r}, reason {row.get('reason')!r}")
+    return row
+
+
+# ---------------------------------------------------------------- the checks
+
+
+def check_registered(name: str, registry: Registry) -> list[dict]:
+    """The kernel is registered by exactly one plugin, and that plugin loaded without errors."""
+    _kernel(registry, name)
+    plugin = registry.entries["kernels"][name].plugin
+    if plugin.errors:
+        raise AssertionError(f"kernel {name}: its plugin {plugin.distribution} ({plugin.name}) has load errors: "
+                             + "; ".join(plugin.errors))
+    return []
+
+
+def check_name(name: str, registry: Registry) -> list[dict]:
+    """A valid, unique name (lower-case letters, digits, '_', '-', '.')."""
+    spec = _kernel(registry, name)
+    if not NAME_RE.match(spec.name):
+        raise AssertionError(f"invalid kernel name {spec.name!r}")
+    others = [kind for kind in ("masks", "samplers", "strategies") if spec.name in registry.entries[kind]]
+    if others:
+        log.info("kernel %s shares its name with a %s", spec.name, others[0])
+    return []
+
+
+def check_spec(name: str, registry: Registry) -> list[dict]:
+    """Every field of the KernelSpec well formed, and every claimed mask registered."""
+    spec = _kernel(registry, name)
+    problems = []
+    invalid = validate("kernels", spec)
+    if invalid:
+        problems.append(invalid)
+    if not str(spec.description).strip():
+        problems.append("description is empty")
+    masks = tuple(spec.masks)
+    if not masks:
+        problems.append("masks is empty: a kernel claims at least one mask")
+    unknown = [m for m in masks if m not in registry.entries["masks"]]
+    if unknown:
+        problems.append(f"claims masks no plugin registered: {unknown}; known: {', '.join(registry.names('masks'))}")
+    if len(set(masks)) != len(masks):
+        problems.append(f"masks has duplicates: {list(masks)}")
+    if not spec.dtypes or not set(spec.dtypes) <= set(DTYPES):
+        problems.append(f"dtypes {spec.dtypes!r} must be a non-empty subset of {DTYPES}")
+    if not spec.devices or not set(spec.devices) <= set(DEVICES):
+        problems.append(f"devices {spec.devices!r} must be a non-empty subset of {DEVICES}")
+    if spec.head_dims is not None and (not spec.head_dims or not all(
+            isinstance(d, int) and d > 0 for d in spec.head_dims)):
+        problems.append(f"head_dims {spec.head_dims!r} must be None (any) or positive integers")
+    cc = spec.min_compute_capability
+    if cc is not None and not (len(cc) == 2 and all(isinstance(x, int) for x in cc)):
+        problems.append(f"min_compute_capability {cc!r} must be None or (major, minor)")
+    for attr in ("available", "backend"):
+        if not callable(getattr(spec, attr)):
+            problems.append(f"{attr} must be callable")
+    for attr in ("supports", "forward_lse", "backward_lse"):
+        if getattr(spec, attr) is not None and not callable(getattr(spec, attr)):
+            problems.append(f"{attr} must be None or callable")
+    if spec.backward_lse is not None and spec.forward_lse is None:
+        problems.append("backward_lse is declared without forward_lse")
+    if problems:
+        raise AssertionError(f"kernel {name}: malformed KernelSpec:\n  " + "\n  ".join(problems))
+    return []
+
+
+def check_available(name: str, registry: Registry) -> list[dict]:
+    """available() returns None or a non-empty reason, and does not raise."""
+    spec = _kernel(registry, name)
+    try:
+        answer = spec.available()
+    except Exception as exc:  # noqa: BLE001
+        raise AssertionError(f"kernel {name}: available() raised {type(exc).__name__}: {exc}; it must "
+                             f"return None or the reason (import the library inside a try)") from None
+    if answer is not None and not (isinstance(answer, str) and answer.strip()):
+        raise AssertionError(f"kernel {name}: available() returned {answer!r}; expected None or a reason string")
+    if answer:
+        raise ConformanceSkip(f"kernel {name} is unavailable here: {answer}")
+    try:
+        backend = spec.backend()
+    except Exception as exc:  # noqa: BLE001
+        raise AssertionError(f"kernel {name}: backend() raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(backend, str):
+        raise AssertionError(f"kernel {name}: backend() returned {backend!r}; expected a string")
+    return []
+
+
+def check_refusals(name: str, device: str, registry: Registry, settings: Settings) -> list[dict]:
+    """Every mask, dtype, head dim, GQA, direction and device not claimed is refused with a reason."""
+    _need_device(device)
+    spec = _kernel(registry, name)
+    known = spec.masks[0] if spec.masks and spec.masks[0] in registry.entries["masks"] else "full"
+    base = small_problem(spec, known, "fwd", device, registry=registry, settings=settings)
+    cases: list[tuple[Problem, str]] = []
+    if device not in spec.devices:
+        cases.append((base, f"device {device}"))
+    else:
+        cases += [(small_problem(spec, m, "fwd", device, registry=registry, settings=settings), f"mask {m}")
+                  for m in registry.names("masks") if m not in spec.masks]
+        cases += [(base.with_(dtype=d), f"dtype {d}") for d in DTYPES if d not in spec.dtypes]
+        if spec.head_dims is not None:
+            other = next(d for d in (8, 16, 24, 40, 48, 72, 80, 160, 192, 512) if d not in spec.head_dims)
+            cases.append((base.with_(head_dim=other), f"head_dim {other}"))
+        if not spec.gqa:
+            cases.append((base.with_(heads_q=4, heads_kv=2), "GQA"))
+        if not spec.backward:
+            cases.append((base.with_(direction="bwd"), "backward"))
+    return [_expect_refused(problem, registry, what) for problem, what in cases]
+
+
+def check_mask(name: str, mask: str, device: str, registry: Registry, settings: Settings) -> list[dict]:
+    """A claimed mask runs forward (and backward if claimed) and matches the reference."""
+    _need_device(device)
+    spec = _kernel(registry, name)
+    _need_available(spec)
+    return [_expect_ok(spec, small_problem(spec, mask, direction, device, registry=registry, settings=settings),
+                       registry, f"mask {mask}")
+            for direction in (("fwd", "bwd") if spec.backward else ("fwd",))]
+
+
+def dtype_mask(spec: KernelSpec) -> str:
+    """The mask the extra-dtype cases run on: causal if claimed, else the first claimed mask."""
+    return "causal" if "causal" in spec.masks else spec.masks[0]
+
+
+def check_dtype(name: str, dtype: str, device: str, registry: Registry, settings: Settings) -> list[dict]:
+    """A claimed dtype beyond the device's primary one runs and matches the reference."""
+    _need_device(device)
+    spec = _kernel(registry, name)
+    _need_available(spec)
+    mask = dtype_mask(spec)
+    return [_expect_ok(spec, small_problem(spec, mask, direction, device, dtype, registry, settings),
+                       registry, f"dtype {dtype}")
+            for direction in (("fwd", "bwd") if spec.backward else ("fwd",))]
+
+
+def check_primitives(name: str, device: str, registry: Registry, settings: Settings,
+                     backward: bool) -> list[dict]:
+    """forward_lse (or backward_lse) against longca.reference on the claimed masks' slices."""
+    from .primitives import compare_primitives
+
+    _need_device(device)
+    spec = _kernel(registry, name)
+    _need_available(spec)
+    static = [m for m in spec.masks if m in registry.entries["masks"]
+              and registry.mask(m).kind != "block_sparse"]
+    if not static:
+        raise ConformanceSkip(f"kernel {name} claims no mask with slices to test its primitives on")
+    # masks that need a longer sequence (block_causal_document) only when nothing else is claimed
+    static = [m for m in static if registry.mask(m).seqlen_multiple <= settings.seqlen] or static
+    failures = []
+    for mask_name in static:
+        problem = small_problem(spec, mask_name, "fwd", device, registry=registry, settings=settings)
+        mask = build_mask(problem, 0, registry)
+        q, k, v = make_inputs(problem)
+        failures += compare_primitives(spec, q, k, v, mask, TOLERANCE[problem.dtype], backward)
+    if failures:
+        raise AssertionError(f"kernel {name}: {'backward_lse' if backward else 'forward_lse'} on {device} "
+                             f"disagrees with longca.reference:\n  " + "\n  ".join(failures))
+    return []
+
+
+# ---------------------------------------------------------------- the suite
+
+
+def conformance_cases(kernel: str, registry: Optional[Registry] = None, devices: tuple[str, ...] = DEVICES,
+                      settings: Optional[Settings] = None) -> list[Case]:
+    """The cases of one kernel. If it is not registered, only `registered`, which fails saying why."""
+    registry = registry or get_registry()
+    settings = settings or Settings()
+    cases = [Case("registered", kernel, lambda r: check_registered(kernel, r))]
+    try:
+        spec = registry.entry("kernels", kernel).spec
+    except LongcaError:
+        return cases
+    cases += [Case("name", kernel, lambda r: check_name(kernel, r)),
+              Case("spec", kernel, lambda r: check_spec(kernel, r)),
+              Case("available", kernel, lambda r: check_available(kernel, r))]
     for dev in devices:
-        for mask in spec.masks:
-            for direction in ("fwd", "bwd") if spec.backward else ("fwd",):
-                row = run_problem(small_problem(spec, mask, direction, dev),
-                                  RunOptions(warmup=0, repeat=1, samples=1, check=True), registry)
-                rows.append(row)
-    bad = [r for r in rows if r["status"] != "ok" and not str(r["reason"]).startswith("unavailable")]
-    assert not bad, "\n".join(f"{r['mask']} {r['direction']} {r['device']}: {r['status']}: {r['reason']}" for r in bad)
-    return rows
+        cases.append(Case(f"refusals-{dev}", kernel, lambda r, d=dev: check_refusals(kernel, d, r, settings), dev))
+        if dev not in spec.devices:
+            continue
+        cases += [Case(f"mask-{m}-{dev}", kernel, lambda r, m=m, d=dev: check_mask(kernel, m, d, r, settings), dev)
+                  for m in spec.masks]
+        first = primary_dtype(spec, dev) if spec.dtypes else None
+        cases += [Case(f"dtype-{t}-{dev}", kernel, lambda r, t=t, d=dev: check_dtype(kernel, t, d, r, settings), dev)
+                  for t in spec.dtypes if t != first]
+        if spec.forward_lse is not None:
+            cases.append(Case(f"forward_lse-{dev}", kernel,
+                              lambda r, d=dev: check_primitives(kernel, d, r, settings, False), dev))
+        if spec.backward_lse is not None:
+            cases.append(Case(f"backward_lse-{dev}", kernel,
+                              lambda r, d=dev: check_primitives(kernel, d, r, settings, True), dev))
+    return cases
+
+
+@dataclass
+class Report:
+    """What `run_conformance` found: rows produced, failures and skips by case id."""
+
+    kernel: str
+    rows: list[dict] = field(default_factory=list)
+    failures: dict[str, str] = field(default_factory=dict)
+    skips: dict[str, str] = field(default_factory=dict)
+    passed: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        lines = [f"conformance of kernel {self.kernel}: {len(self.passed)} passed, "
+                 f"{len(self.failures)} failed, {len(self.skips)} skipped"]
+        lines += [f"FAILED {case}: {message}" for case, message in self.failures.items()]
+        return "\n".join(lines)
+
+
+def check_kernel(kernel: str, device: Optional[str] = None, registry: Optional[Registry] = None,
+                 settings: Optional[Settings] = None) -> Report:
+    """Run every case (on `device` only, if given) and collect the outcome; never raises for failures."""
+    registry = registry or get_registry()
+    report = Report(kernel)
+    devices = (device,) if device else ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
+    for case in conformance_cases(kernel, registry, devices, settings):
+        try:
+            report.rows += case.run(registry)
+            report.passed.append(case.id)
+        except ConformanceSkip as exc:
+            report.skips[case.id] = str(exc)
+        except AssertionError as exc:
+            report.failures[case.id] = str(exc)
+    return report
+
+
+def run_conformance(kernel: str, device: Optional[str] = None, registry: Optional[Registry] = None,
+                    settings: Optional[Settings] = None) -> list[dict]:
+    """Run the whole suite; raise AssertionError listing every failed case; return the result rows.
+
+    `device` restricts the run to "cpu" or "cuda"; by default the CPU, and CUDA when a GPU is
+    visible. Skipped cases (kernel library missing) are logged, not failures.
+    """
+    report = check_kernel(kernel, device, registry, settings)
+    for case, reason in report.skips.items():
+        log.info("conformance %s %s skipped: %s", kernel, case, reason)
+    if report.failures:
+        raise AssertionError(report.summary())
+    return report.rows

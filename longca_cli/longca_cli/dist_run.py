@@ -1,0 +1,157 @@
+"""`longca dist-run`: one context-parallel measurement, on processes it spawns or under torchrun.
+
+With `--nproc N` (or alone, N = 1) it starts N processes on this host itself; started by
+`torchrun` (RANK and WORLD_SIZE set) it joins that group instead, so the same command runs from
+one host to many. Rank 0 prints the row.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+
+from longca.errors import LongcaError
+
+from . import render
+
+COLUMNS = ["strategy", "kernel", "world_size", "mask", "seqlen", "direction", "status", "ms_median", "ms_max_rank",
+           "tflops", "rel_err", "reason"]
+
+
+def _show(row: dict[str, Any], fmt: str) -> None:
+    if fmt == "json":
+        render.result_row(row, fmt)
+        return
+    shown = dict(row)
+    for key in ("ms_median", "ms_max_rank", "tflops"):
+        if shown.get(key) is not None:
+            shown[key] = f"{shown[key]:.4g}"
+    if shown.get("rel_err") is not None:
+        shown["rel_err"] = f"{shown['rel_err']:.2e}"
+    typer.echo(render.table([shown], COLUMNS))
+
+
+def _failed_row(problem, options: dict, exc: BaseException) -> dict[str, Any]:
+    from longca.results import new_row
+
+    text = str(exc).strip().splitlines()
+    lines = [line for line in text if line.strip() and not line.startswith(" ")]
+    row = new_row(problem)
+    row.update(strategy_options=options, status="oom" if "out of memory" in str(exc).lower() else "error",
+               reason=(lines[-1] if lines else type(exc).__name__)[:500])
+    return row
+
+
+def _measure_here(problem, options: dict, run, backend: str, timeout_s: int) -> Optional[dict[str, Any]]:
+    """In this process: joined to torchrun's group, or a group of one."""
+    import torch.distributed as dist
+
+    from longca.cp.launch import init_group, under_torchrun
+    from longca.cp.measure import measure
+
+    with tempfile.TemporaryDirectory(prefix="longca-cp-") as tmp:
+        if under_torchrun():
+            device = init_group(backend, problem.device, timeout_s=timeout_s)
+        else:
+            device = init_group(backend, problem.device, 0, 1, f"file://{os.path.join(tmp, 'store')}", timeout_s)
+        try:
+            row = measure(problem.with_(device=device), options, run)
+        finally:
+            dist.destroy_process_group()
+    if row is not None:
+        row["device"] = problem.device
+    return row
+
+
+def dist_run(
+    strategy: str = typer.Option(..., help="CP strategy (see list-cp)"),
+    inner: str = typer.Option("reference", help="inner kernel: any kernel with forward_lse/backward_lse"),
+    nproc: Optional[int] = typer.Option(None, help="processes to start on this host (default: torchrun's, else 1)"),
+    backend: Optional[str] = typer.Option(None, help="nccl or gloo (default: nccl on cuda, gloo on cpu)"),
+    mask: str = typer.Option("causal", help="mask name (see list-masks)"),
+    seqlen: str = typer.Option("8k", help="total tokens of the global sequence (all ranks together)"),
+    heads: str = typer.Option("32:32", help="query:kv heads, e.g. 64:8"),
+    head_dim: int = typer.Option(128),
+    batch: int = typer.Option(1),
+    dtype: str = typer.Option("bfloat16", help="bfloat16, float16 or float32"),
+    direction: str = typer.Option("fwd", help="fwd, bwd or fwdbwd"),
+    device: Optional[str] = typer.Option(None, help="cpu or cuda (default: cuda when present)"),
+    sampler: str = typer.Option("auto", help="document-length sampler (see list-samplers)"),
+    seed: int = typer.Option(0),
+    mask_param: Optional[List[str]] = typer.Option(None, "--mask-param", help="override a mask parameter"),
+    sampler_param: Optional[List[str]] = typer.Option(None, "--sampler-param", help="sampler parameter"),
+    option: Optional[List[str]] = typer.Option(None, "--option", help="strategy option, e.g. ulysses_degree=2"),
+    warmup: int = typer.Option(5), repeat: int = typer.Option(20),
+    samples: int = typer.Option(5, help="mask draws for document masks (median reported)"),
+    check: bool = typer.Option(False, "--check", help="compare output (and gradients) with the float32 reference"),
+    timeout: int = typer.Option(600, help="seconds a collective may wait before the run fails"),
+    output: Optional[Path] = typer.Option(None, help="also append the row to OUTPUT/results.jsonl"),
+    fmt: str = typer.Option("table", "--format", "-f", help="table or json"),
+) -> None:
+    """Measure one context-parallel case: per-rank times, TFLOP/s per GPU from the mean rank time."""
+    if fmt not in ("table", "json"):
+        raise LongcaError(f"unknown format {fmt!r}; known: table, json")
+    from longca.bench import RunOptions, check_device
+    from longca.cp.launch import default_backend, spawn, under_torchrun
+    from longca.cp.measure import measure_in_group, resolve, unsupported
+    from longca.problem import Problem
+    from longca.results import ResultsWriter
+    from longca.sizes import parse_heads, parse_size
+
+    from .main import default_device, parse_params
+
+    torchrun = under_torchrun()
+    world = int(os.environ["WORLD_SIZE"]) if torchrun else (nproc or 1)
+    if torchrun and nproc not in (None, world):
+        raise LongcaError(f"--nproc {nproc} under torchrun, whose WORLD_SIZE is {world}; leave --nproc out")
+    if world < 1:
+        raise LongcaError(f"--nproc must be positive, got {world}")
+    device = device or default_device()
+    backend = backend or default_backend(device)
+    if backend not in ("nccl", "gloo"):
+        raise LongcaError(f"unknown backend {backend!r}; known: nccl, gloo")
+    if backend == "nccl" and not device.startswith("cuda"):
+        raise LongcaError("--backend nccl needs --device cuda; use --backend gloo on the CPU")
+    if backend == "gloo" and device.startswith("cuda"):
+        raise LongcaError("--backend gloo runs CPU tensors here; use --backend nccl with --device cuda")
+    check_device(device)
+    if device.startswith("cuda") and not torchrun:
+        import torch
+
+        if world > torch.cuda.device_count():
+            raise LongcaError(f"--nproc {world} needs {world} GPUs, this host has {torch.cuda.device_count()}")
+    hq, hkv = parse_heads(heads)
+    problem = Problem(kernel=inner, mask=mask, seqlen=parse_size(seqlen), heads_q=hq, heads_kv=hkv,
+                      head_dim=head_dim, batch=batch, dtype=dtype, direction=direction, device=device,
+                      sampler=sampler, seed=seed, mask_params=parse_params(mask_param, "--mask-param"),
+                      sampler_params=parse_params(sampler_param, "--sampler-param"), strategy=strategy,
+                      world_size=world)
+    options = resolve(problem, parse_params(option, "--option"))
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+    reason = unsupported(problem, options)
+    if reason:
+        from longca.results import new_row
+
+        row = new_row(problem)
+        row.update(strategy_options=options, status="unsupported", reason=reason)
+    else:
+        run = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check)
+        if torchrun or world == 1:
+            row = _measure_here(problem, options, run, backend, timeout)
+        else:
+            try:
+                row = spawn(measure_in_group, world, backend, device, (asdict(problem), options, asdict(run)),
+                            timeout)[0]
+            except Exception as exc:  # noqa: BLE001 - a rank died: the row says why
+                row = _failed_row(problem, options, exc)
+    if not rank0 or row is None:
+        return
+    if output:
+        ResultsWriter(output / "results.jsonl").append(row)
+    _show(row, fmt)
+    if row["status"] not in ("ok", "unsupported"):
+        raise typer.Exit(1)
