@@ -1,0 +1,1 @@
+"""longca kernel plugin `flashmask`: FlashMask column-bound attention in Triton."""

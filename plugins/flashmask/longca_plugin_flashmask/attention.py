@@ -1,0 +1,192 @@
+"""Launchers and autograd around the Triton kernels, and the CP primitives forward/backward_lse.
+
+Tensors are (batch, seqlen, heads, head_dim) with a contiguous last dimension; GQA maps query
+head h to KV head h // (Hq // Hkv). lse is float32, natural log, (B, Hq, Sq), -inf on rows that
+see nothing (their output is 0).
+"""
+from __future__ import annotations
+
+import math
+from types import ModuleType
+from typing import Optional
+
+import torch
+
+from .configs import config
+from .plan import Plan, plan_from_slices
+
+LOG2E = 1.4426950408889634
+
+
+def _interpret(device_type: str) -> bool:
+    """Whether the kernels run in Triton's interpreter; CPU tensors need it."""
+    from .hooks import interpreting
+
+    if interpreting():
+        return True
+    if device_type != "cuda":
+        raise RuntimeError("flashmask runs on the CPU only in Triton's interpreter: set TRITON_INTERPRET=1 "
+                           "before triton is first imported")
+    return False
+
+
+def _mode() -> str:
+    """"interpreter" or "cuda": which table of tile sizes applies."""
+    from .hooks import interpreting
+
+    return "interpreter" if interpreting() else "cuda"
+
+
+def _kernels(device_type: str) -> ModuleType:
+    """The kernel module (importing triton), after checking the device can run it."""
+    _interpret(device_type)
+    from . import kernels
+
+    return kernels
+
+
+def _last_contiguous(x: torch.Tensor) -> torch.Tensor:
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def _interpreter_upcast(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Triton's interpreter has no bf16 arithmetic: there, bf16 inputs run in float32."""
+    from .hooks import interpreting
+
+    if xs[0].dtype != torch.bfloat16 or not interpreting():
+        return xs
+    return tuple(x.float() for x in xs)
+
+
+def _scale(q: torch.Tensor, softmax_scale: Optional[float]) -> float:
+    return float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+
+
+def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: Plan) -> None:
+    if q.shape[0] != k.shape[0] or k.shape != v.shape or q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} do not match "
+                         "(expected (B, Sq, Hq, D) and (B, Sk, Hkv, D) twice)")
+    if q.shape[2] % k.shape[2]:
+        raise ValueError(f"{q.shape[2]} query heads are not a multiple of {k.shape[2]} KV heads")
+    if (q.shape[1], k.shape[1]) != (plan.seqlen_q, plan.seqlen_k):
+        raise ValueError(f"the plan is for Sq={plan.seqlen_q}, Sk={plan.seqlen_k}; "
+                         f"got Sq={q.shape[1]}, Sk={k.shape[1]}")
+    d = q.shape[-1]
+    if d < 16 or d & (d - 1):
+        raise ValueError(f"head_dim {d} is not supported: a power of two >= 16 is required")
+
+
+def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: Plan,
+            softmax_scale: Optional[float] = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, lse) of masked attention over the plan's mask."""
+    _check(q, k, v, plan)
+    dtype = q.dtype
+    q, k, v = (_last_contiguous(x) for x in _interpreter_upcast(q, k, v))
+    batch, sq, heads, dim = q.shape
+    sk = k.shape[1]
+    cfg = config(dim, _mode(), max(sq, sk))
+    bm, bn = cfg.fwd_m, cfg.fwd_n
+    tiles = plan.tiles("rows", bm, bn)
+    out = torch.empty_like(q)
+    lse = torch.empty((batch, heads, sq), dtype=torch.float32, device=q.device)
+    scale = _scale(q, softmax_scale)
+    _kernels(q.device.type).fwd_kernel[(batch * heads, tiles.order.numel())](
+        q, k, v, out, lse, plan.bounds, tiles.cnt, tiles.idx, tiles.order, scale * LOG2E,
+        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2), out.stride(0), out.stride(1), out.stride(2),
+        sq, sk, tiles.inner,
+        H=heads, GROUP=heads // k.shape[2], D=dim, BM=bm, BN=bn,
+        EVEN_M=sq % bm == 0, EVEN_N=sk % bn == 0,
+        num_warps=cfg.fwd_warps, num_stages=cfg.fwd_stages,
+    )
+    return out.to(dtype), lse
+
+
+def backward(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+             lse: torch.Tensor, plan: Plan, softmax_scale: Optional[float] = None
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) from the forward's output and lse."""
+    _check(q, k, v, plan)
+    dtype = q.dtype
+    q, k, v, out, dout = (_last_contiguous(x) for x in _interpreter_upcast(q, k, v, out, dout))
+    batch, sq, heads, dim = q.shape
+    sk, heads_kv = k.shape[1], k.shape[2]
+    group = heads // heads_kv
+    cfg = config(dim, _mode(), max(sq, sk))
+    scale = _scale(q, softmax_scale)
+    lse = lse.float().contiguous()
+    delta = torch.empty_like(lse)
+    lse2 = torch.empty_like(lse)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    cols = plan.tiles("cols", cfg.dkv_m, cfg.dkv_n)
+    rows = plan.tiles("rows", cfg.dq_m, cfg.dq_n)
+    common = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+              v.stride(0), v.stride(1), v.stride(2), dout.stride(0), dout.stride(1), dout.stride(2))
+    kern = _kernels(q.device.type)
+    pre_m = 64
+    kern.bwd_preprocess_kernel[(batch * heads, -(-sq // pre_m))](
+        out, dout, lse, delta, lse2, out.stride(0), out.stride(1), out.stride(2),
+        dout.stride(0), dout.stride(1), dout.stride(2), sq, H=heads, D=dim, BM=pre_m)
+    kern.bwd_dkdv_kernel[(batch * heads_kv, cols.order.numel())](
+        q, k, v, dout, lse2, delta, dk, dv, plan.bounds, cols.cnt, cols.idx, cols.order,
+        scale, scale * LOG2E, *common,
+        dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
+        sq, sk, cols.inner, H=heads, GROUP=group, D=dim, BM=cfg.dkv_m, BN=cfg.dkv_n,
+        EVEN_M=sq % cfg.dkv_m == 0, EVEN_N=sk % cfg.dkv_n == 0,
+        num_warps=cfg.dkv_warps, num_stages=cfg.dkv_stages,
+    )
+    kern.bwd_dq_kernel[(batch * heads, rows.order.numel())](
+        q, k, v, dout, lse2, delta, dq, plan.bounds, rows.cnt, rows.idx, rows.order,
+        scale, scale * LOG2E, *common,
+        dq.stride(0), dq.stride(1), dq.stride(2),
+        sq, sk, rows.inner, H=heads, GROUP=group, D=dim, BM=cfg.dq_m, BN=cfg.dq_n,
+        EVEN_M=sq % cfg.dq_m == 0, EVEN_N=sk % cfg.dq_n == 0,
+        num_warps=cfg.dq_warps, num_stages=cfg.dq_stages,
+    )
+    return dq.to(dtype), dk.to(dtype), dv.to(dtype)
+
+
+class FlashMaskAttention(torch.autograd.Function):
+    """Autograd over the Triton forward and backward."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, plan, softmax_scale):
+        out, lse = forward(q, k, v, plan, softmax_scale)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.plan, ctx.softmax_scale = plan, softmax_scale
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = backward(dout, q, k, v, out, lse, ctx.plan, ctx.softmax_scale)
+        return dq, dk, dv, None, None
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: Plan,
+              softmax_scale: Optional[float] = None) -> torch.Tensor:
+    """Masked attention with autograd."""
+    return FlashMaskAttention.apply(q, k, v, plan, softmax_scale)
+
+
+def forward_lse(q, k, v, slices, softmax_scale: Optional[float] = None):
+    """CP primitive: (out, lse) over `slices` in the local coordinates of q (rows) and k (columns)."""
+    return forward(q, k, v, plan_from_slices(slices, q.shape[1], k.shape[1], q.device), softmax_scale)
+
+
+def backward_lse(dout, q, k, v, out, lse, slices, softmax_scale: Optional[float] = None):
+    """CP primitive: (dq, dk, dv) over `slices` from the forward's output and lse."""
+    return backward(dout, q, k, v, out, lse, plan_from_slices(slices, q.shape[1], k.shape[1], q.device),
+                    softmax_scale)
+
+
+def prepare_plan(bounds, q: torch.Tensor, k: torch.Tensor) -> Plan:
+    """A plan for q and k over FlashMask bounds, with the tile lists the kernels will ask for."""
+    from .plan import make_plan
+
+    plan = make_plan(bounds, q.shape[1], k.shape[1], q.device)
+    cfg = config(q.shape[-1], _mode(), max(q.shape[1], k.shape[1]))
+    plan.tiles("rows", cfg.fwd_m, cfg.fwd_n)
+    plan.tiles("cols", cfg.dkv_m, cfg.dkv_n)
+    plan.tiles("rows", cfg.dq_m, cfg.dq_n)
+    return plan

@@ -1,0 +1,63 @@
+"""Tile sizes, warps and pipeline depth per device and head dim.
+
+GPU defaults are for Hopper (H100/H200) with bf16/fp16; the CPU entries are small tiles for
+Triton's interpreter (TRITON_INTERPRET=1), where they exercise many partial and full tiles at
+the small sizes of the tests. `override` lets a tuning script try other settings.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, replace
+from typing import Iterator, Optional
+
+
+@dataclass(frozen=True)
+class Config:
+    """Forward (fwd_m x fwd_n), dK/dV (dkv_m x dkv_n) and dQ (dq_m x dq_n) tiles, warps, stages."""
+
+    fwd_m: int
+    fwd_n: int
+    fwd_warps: int
+    fwd_stages: int
+    dkv_m: int
+    dkv_n: int
+    dkv_warps: int
+    dkv_stages: int
+    dq_m: int
+    dq_n: int
+    dq_warps: int
+    dq_stages: int
+
+
+GPU = {
+    64: Config(128, 128, 4, 3, 64, 128, 4, 3, 128, 64, 4, 3),
+    128: Config(128, 128, 8, 3, 64, 128, 8, 3, 128, 64, 8, 3),
+}
+_override: Optional[dict] = None
+
+
+def interpreter_config(seqlen: int) -> Config:
+    """Tiles of about an eighth of the sequence (16 to 128): many tiles, few interpreted steps."""
+    n = min(128, max(32, 1 << max(0, (seqlen // 8) - 1).bit_length()))
+    return Config(n, n, 4, 1, n // 2, n, 4, 1, n, n // 2, 4, 1)
+
+
+def config(head_dim: int, mode: str, seqlen: int) -> Config:
+    """The settings for this head dim, on the GPU ("cuda") or in Triton's interpreter ("interpreter").
+
+    `seqlen` is the longer of Sq and Sk (the interpreter's tiles follow it).
+    """
+    base = GPU.get(head_dim, GPU[128]) if mode == "cuda" else interpreter_config(seqlen)
+    return replace(base, **_override) if _override else base
+
+
+@contextlib.contextmanager
+def override(**fields: int) -> Iterator[None]:
+    """Temporarily replace some fields of every config (tuning scripts)."""
+    global _override
+    previous = _override
+    _override = {**(previous or {}), **fields}
+    try:
+        yield
+    finally:
+        _override = previous

@@ -1,0 +1,167 @@
+"""CPU tests of the flashmask kernels in Triton's interpreter, at small sizes.
+
+The full conformance suite is too slow in the interpreter (about 30 s per mask on two cores),
+so it runs on a GPU (`test_flashmask_gpu.py`); here every static mask is checked forward and
+backward against `longca.reference` on tiles small enough to mix skipped, partial and full
+tiles, plus the plan's classification, the CP primitives with Sq != Sk and empty rows, and a
+few conformance cases through `run_problem`.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("triton")
+
+from longca import reference  # noqa: E402
+from longca.bench import rel_err  # noqa: E402
+from longca.masks import slices as sl  # noqa: E402
+from longca.masks.catalog import STATIC_MASKS  # noqa: E402
+from longca.problem import Problem, build_mask  # noqa: E402
+from longca_plugin_flashmask import hooks  # noqa: E402
+from longca_plugin_flashmask.attention import attention, backward_lse, forward_lse  # noqa: E402
+from longca_plugin_flashmask.plan import FULL, SKIP, classify, make_plan  # noqa: E402
+
+if not hooks.interpreting():
+    pytest.skip("Triton's interpreter is off (conftest.py sets TRITON_INTERPRET=1 only without a GPU)",
+                allow_module_level=True)
+if hooks.interpreter_problem():
+    pytest.skip(hooks.interpreter_problem(), allow_module_level=True)
+
+S = 128
+TOL = 1e-2
+
+
+def small_slices(name: str, seqlen: int = S) -> np.ndarray:
+    """The mask's slices at a small length; block_causal_document with blocks of 32, not 1024."""
+    if name == "block_causal_document":
+        out = []
+        for a, b in ((0, 64), (64, seqlen)):
+            out += [(c, c + 32, a, c + 32, sl.FULL) for c in range(a, b, 32)]
+        return sl.as_array(out)
+    params = {"window": 24} if "window" in name else {}
+    if name == "global_sliding_window":
+        params["global_tokens"] = 8
+    problem = Problem(kernel="reference", mask=name, seqlen=seqlen, sampler="uniform",
+                      sampler_params={"min_len": 16, "max_len": 64}, mask_params=params)
+    return build_mask(problem).slices
+
+
+def inputs(batch, sq, sk, hq, hkv, dim, dtype, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, sq, hq, dim, generator=gen).to(dtype)
+    k = torch.randn(batch, sk, hkv, dim, generator=gen).to(dtype)
+    v = torch.randn(batch, sk, hkv, dim, generator=gen).to(dtype)
+    return q, k, v
+
+
+def compare(slices, q, k, v, sq, sk):
+    """Relative errors of out, dq, dk, dv against the float32 reference."""
+    q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
+    plan = make_plan(sl.flashmask_bounds(slices, sq, sk), sq, sk, q.device)
+    out = attention(q, k, v, plan)
+    dout = torch.randn_like(out)
+    got = torch.autograd.grad(out, (q, k, v), dout)
+    qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
+    ref = reference.attention(qf, kf, vf, slices)
+    want = torch.autograd.grad(ref, (qf, kf, vf), dout.float())
+    return {"out": rel_err(out, ref), **{f"d{n}": rel_err(g, w) for n, g, w in zip("qkv", got, want)}}
+
+
+@pytest.mark.parametrize("name", STATIC_MASKS)
+def test_mask_forward_backward(name):
+    slices = small_slices(name)
+    errors = compare(slices, *inputs(1, S, S, 2, 1, 64, torch.bfloat16), S, S)
+    assert max(errors.values()) < TOL, errors
+
+
+def test_fp16_batch_two_ragged_length():
+    """fp16, batch 2, a length that is not a multiple of the tiles, MHA, head_dim 128."""
+    n = 100
+    slices = sl.as_array([(0, 40, 0, 40, sl.CAUSAL), (40, n, 0, 40, sl.FULL), (40, n, 40, n, sl.CAUSAL)])
+    errors = compare(slices, *inputs(2, n, n, 2, 2, 128, torch.float16, seed=1), n, n)
+    assert max(errors.values()) < TOL, errors
+
+
+def test_plan_classification_is_exact():
+    """Skipped tiles are exactly the empty ones and full tiles exactly the unmasked ones."""
+    for name in STATIC_MASKS:
+        slices = small_slices(name, 512)
+        plan = make_plan(sl.flashmask_bounds(slices, 512, 512), 512, 512, "cpu")
+        for bm, bn in ((32, 32), (64, 32), (32, 64)):
+            cls = classify(plan, bm, bn).numpy()
+            exact = sl.block_map(slices, 512, 512, bm, bn)
+            dense = sl.dense(slices, (0, 512), (0, 512)).reshape(512 // bm, bm, 512 // bn, bn)
+            assert np.array_equal(cls == SKIP, ~dense.any(axis=(1, 3))), name
+            assert np.array_equal(cls == FULL, dense.all(axis=(1, 3))), name
+            assert ((cls != FULL) | (exact != sl.PARTIAL)).all(), name
+
+
+def test_plan_lists_cover_every_tile():
+    slices = small_slices("share_question", 256)
+    plan = make_plan(sl.flashmask_bounds(slices, 256, 256), 256, 256, "cpu")
+    cls = classify(plan, 32, 64)
+    tiles = plan.tiles("rows", 32, 64)
+    for i in range(cls.shape[0]):
+        for phase, kind in ((0, 1), (1, FULL)):
+            listed = tiles.idx[i, phase, :tiles.cnt[i, phase]].tolist()
+            assert listed == torch.nonzero(cls[i] == kind).flatten().tolist()
+    cost = tiles.cnt[:, 0] + tiles.cnt[:, 1]
+    assert (cost[tiles.order.long()].diff() <= 1).all()  # heaviest first, up to the partial weight
+
+
+def test_cp_primitives_rectangular_and_empty_rows():
+    """forward_lse / backward_lse on a crop (Sq != Sk) with rows that see nothing."""
+    whole = small_slices("causal_document", 192)
+    part = sl.crop(whole, (64, 160), (0, 128), relative=True)
+    part = sl.crop(part, (0, 96), (0, 128), relative=True)
+    sq, sk = 96, 128
+    q, k, v = inputs(1, sq, sk, 4, 2, 64, torch.bfloat16, seed=2)
+    empty = sl.as_array([s for s in part.tolist() if s[0] >= 16])  # rows 0..15 see nothing
+    out, lse = forward_lse(q, k, v, empty)
+    ref_out, ref_lse = reference.forward_lse(q, k, v, empty)
+    assert rel_err(out, ref_out) < TOL
+    seen = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isfinite(lse), seen) and (~seen).any()
+    assert torch.allclose(lse[seen], ref_lse[seen], atol=1e-3, rtol=1e-4)
+    assert out[:, :16].abs().max() == 0
+    dout = torch.randn_like(out)
+    got = backward_lse(dout, q, k, v, ref_out, ref_lse, empty)
+    want = reference.backward_lse(dout, q, k, v, ref_out, ref_lse, empty)
+    for g, w in zip(got, want):
+        assert rel_err(g, w) < TOL
+
+
+@pytest.fixture
+def interpreter_registry(monkeypatch):
+    """A registry loaded with TRITON_INTERPRET=1, so the spec claims the CPU."""
+    from longca.plugins import get_registry
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    yield get_registry(reload=True)
+    get_registry(reload=True)
+
+
+def test_some_conformance_cases(interpreter_registry):
+    """A subset of longca's conformance suite (the rest is too slow in the interpreter)."""
+    from longca.testing.conformance import Settings, conformance_cases
+
+    wanted = {"registered", "name", "spec", "available", "refusals-cpu", "mask-prefix_lm_causal-cpu",
+              "dtype-float16-cpu"}
+    cases = [c for c in conformance_cases("flashmask", interpreter_registry, ("cpu",), Settings(seqlen=128))
+             if c.id in wanted]
+    assert {c.id for c in cases} == wanted
+    for case in cases:
+        case.run(interpreter_registry)
+
+
+def test_refusals_without_interpreter(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    problem = Problem(kernel="flashmask", mask="causal", seqlen=128, device="cpu")
+    assert "TRITON_INTERPRET" in hooks.supports(problem)
+    assert hooks.devices() == ("cuda",)
+    if not torch.cuda.is_available():
+        assert "TRITON_INTERPRET" in hooks.available()
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert hooks.devices() == ("cpu", "cuda") and hooks.supports(problem) is None
