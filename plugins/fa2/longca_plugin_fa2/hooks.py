@@ -1,0 +1,89 @@
+"""FlashAttention-2: the flash_attn package when installed, else torch's bundled FA2 kernels.
+
+Masks: full and causal (one call), documents (varlen cu_seqlens), sliding windows
+(`window_size`), and the heterogeneous masks as several calls, merged through their lse where
+calls share query rows (see `plan` and `executor`). Block-sparse masks are not supported.
+"""
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Optional
+
+from longca import hookimpl
+from longca.specs import KernelSpec
+
+from . import backends
+from .executor import lse_primitives
+from .kernel import FA_MASKS, head_dim_reason, make_prepare_run, plan_reason
+from .plan import any_window
+
+
+def gpu_reason() -> Optional[str]:
+    """Why no CUDA GPU can be used here, or None. Never initialises CUDA beyond the check."""
+    import torch
+
+    if torch.version.cuda is None:
+        return f"needs a CUDA GPU; torch {torch.__version__} is a CPU-only build"
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU; none is visible"
+    return None
+
+
+def available() -> Optional[str]:
+    reason = gpu_reason()
+    if reason:
+        lib = "flash_attn" if backends.flash_attn_installed() else "torch's bundled FlashAttention-2 (no flash_attn)"
+        return f"{reason} (would use {lib})"
+    return None
+
+
+def supports(problem) -> Optional[str]:
+    return head_dim_reason(problem) or plan_reason(problem, any_window)
+
+
+def backend() -> str:
+    if backends.chosen() == "flash_attn":
+        try:
+            return f"flash_attn {metadata.version('flash-attn')}"
+        except metadata.PackageNotFoundError:
+            return "flash_attn"
+    import torch
+
+    return f"torch {torch.__version__} bundled FlashAttention-2 (SDPA flash / varlen_attn / aten._flash_attention_forward)"
+
+
+prepare, run = make_prepare_run(backends.adapter, backends.public_for)
+forward_lse, backward_lse = lse_primitives(backends.adapter)
+
+SPEC = KernelSpec(
+    name="fa2",
+    family="dense",
+    description="FlashAttention-2 (flash_attn, else torch's bundled copy): varlen documents, window_size, "
+                "lse-merged calls for heterogeneous masks",
+    masks=FA_MASKS,
+    prepare=prepare,
+    run=run,
+    dtypes=("bfloat16", "float16"),
+    devices=("cuda",),
+    min_compute_capability=(8, 0),
+    available=available,
+    supports=supports,
+    forward_lse=forward_lse,
+    backward_lse=backward_lse,
+    backend=backend,
+    url="https://github.com/Dao-AILab/flash-attention",
+)
+
+
+@hookimpl
+def longca_kernels():
+    return [SPEC]
+
+
+@hookimpl
+def longca_env_info(info):
+    for dist in ("flash-attn",):
+        try:
+            info[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass

@@ -1,0 +1,78 @@
+"""The `prepare` / `run` / `supports` of a kernel built on a plan and an adapter.
+
+Shared by the fa2, fa3, fa4 and cudnn plugins. `prepare` turns the mask into a plan (timed as
+prepare_ms); `run` either calls the library's own public function, when the whole mask is one
+call the library takes as is (full, causal, documents, sliding windows), or runs the plan
+through `PlanAttention` (several calls, lse merge where calls share rows).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from longca.masks.catalog import STATIC_MASKS
+
+from .executor import Adapter, ExecCall, ExecPlan, PlanAttention, softmax_scale
+from .plan import PlanError, make_plan
+
+# public(q, k, v, call) -> out, the library's own autograd-aware entry point for a single call
+Public = Callable[..., object]
+# public_ok(call) -> can the public entry point run this call?
+PublicOk = Callable[[ExecCall], bool]
+
+FA_MASKS = STATIC_MASKS
+
+
+@dataclass
+class Prepared:
+    adapter: Adapter
+    ex: ExecPlan
+    public: Optional[Public]
+
+
+def plan_for(adapter: Adapter, mask, batch: int, scale: float, device) -> ExecPlan:
+    if mask.slices is None:
+        raise PlanError(f"mask {mask.name!r} is block-sparse; this kernel takes static masks only")
+    plan = make_plan(mask.slices, mask.seqlen, mask.seqlen, adapter.window_ok)
+    return ExecPlan(plan, batch, scale, device)
+
+
+def make_prepare_run(adapter_factory: Callable[[], Adapter],
+                     public_for: Optional[Callable[..., Optional[Public]]] = None):
+    """(prepare, run) for a KernelSpec; `public_for(adapter, call, q, k)` picks a public entry point."""
+
+    def prepare(problem, mask, q, k, v) -> Prepared:
+        adapter = adapter_factory()
+        ex = plan_for(adapter, mask, q.shape[0], softmax_scale(q, None), q.device)
+        public = public_for(adapter, ex.single, q, k) if (public_for and ex.single is not None) else None
+        return Prepared(adapter, ex, public)
+
+    def run(prepared: Prepared, q, k, v):
+        if prepared.public is not None:
+            return prepared.public(q, k, v, prepared.ex.single)
+        return PlanAttention.apply(q, k, v, prepared.adapter, prepared.ex)
+
+    return prepare, run
+
+
+def head_dim_reason(problem, multiple: int = 8, largest: int = 256) -> Optional[str]:
+    if problem.head_dim % multiple or problem.head_dim > largest:
+        return f"head_dim {problem.head_dim}: FlashAttention needs a multiple of {multiple} up to {largest}"
+    return None
+
+
+def plan_reason(problem, window_ok) -> Optional[str]:
+    """Why the mask cannot be planned for a kernel with this window check, or None."""
+    from longca.problem import build_mask
+
+    try:
+        mask = build_mask(problem)
+    except Exception:  # noqa: BLE001 - bad parameters are reported by run_problem itself
+        return None
+    if mask.slices is None:
+        return f"mask {mask.name!r} is block-sparse; this kernel takes static masks only"
+    try:
+        make_plan(mask.slices, mask.seqlen, mask.seqlen, window_ok)
+    except PlanError as exc:
+        return str(exc)
+    return None
