@@ -1,0 +1,190 @@
+"""The command line end to end (typer's CliRunner): listings, run, sweep, report, show-mask, errors."""
+import json
+import textwrap
+
+import pytest
+from typer.testing import CliRunner
+
+from longca_cli.main import app
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_list_masks_json_has_exactly_the_14_masks():
+    result = invoke("list-masks", "--format", "json")
+    assert result.exit_code == 0
+    masks = {m["name"]: m["kind"] for m in json.loads(result.stdout)}
+    assert len(masks) == 14
+    assert sum(k == "regular" for k in masks.values()) == 6
+    assert sum(k == "heterogeneous" for k in masks.values()) == 6
+    assert masks["block_sparse_uniform"] == masks["block_sparse_variable"] == "block_sparse"
+
+
+def test_list_samplers():
+    names = {s["name"] for s in json.loads(invoke("list-samplers", "-f", "json").stdout)}
+    assert {"pile", "prolong64k", "prolong512k", "uniform", "fixed", "auto"} <= names
+
+
+def test_list_kernels_fields():
+    rows = {k["name"]: k for k in json.loads(invoke("list-kernels", "--format", "json").stdout)}
+    for name in ("reference", "torch", "sdpa"):
+        row = rows[name]
+        assert row["family"] == "dense" and row["available"] is True and row["backward"] is True
+        assert row["distribution"].startswith("longca-") and row["version"]
+        assert "causal_document" in row["masks"]
+    assert rows["sdpa"]["distribution"] == "longca-plugin-sdpa"
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_run_sdpa_check(direction):
+    result = invoke("run", "--kernel", "sdpa", "--mask", "causal_document", "--seqlen", "2k", "--heads", "4:2",
+                    "--head-dim", "64", "--dtype", "float32", "--device", "cpu", "--check", "--format", "json",
+                    "--direction", direction, "--repeat", "2", "--warmup", "0", "--samples", "2")
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.stdout)
+    assert row["status"] == "ok" and row["rel_err"] < 1e-4
+    assert row["area"] > 0 and row["flops"] == pytest.approx(4 * row["area"] * 4 * 64 * (2.5 if direction == "bwd" else 1))
+    if direction == "bwd":
+        assert set(row["rel_err_detail"]) == {"out", "dq", "dk", "dv"}
+
+
+BAD_INPUTS = [
+    (["run", "--kernel", "fa9", "--device", "cpu"], "unknown kernel 'fa9'; known: "),
+    (["run", "--kernel", "sdpa", "--mask", "diagonal", "--device", "cpu"], "unknown mask 'diagonal'; known: "),
+    (["run", "--kernel", "sdpa", "--mask", "causal_document", "--sampler", "wiki", "--device", "cpu"],
+     "unknown sampler 'wiki'"),
+    (["run", "--kernel", "sdpa", "--seqlen", "8q", "--device", "cpu"], "malformed size '8q'"),
+    (["run", "--kernel", "sdpa", "--heads", "5:2", "--device", "cpu"], "multiple of key/value heads"),
+    (["run", "--kernel", "sdpa", "--mask", "block_causal_document", "--seqlen", "1000", "--device", "cpu"],
+     "multiple of 1024"),
+    (["run", "--kernel", "sdpa", "--mask", "causal", "--mask-param", "window=3", "--device", "cpu"],
+     "has no parameter 'window'"),
+    (["run", "--kernel", "sdpa", "--dtype", "int8", "--device", "cpu"], "unknown dtype"),
+    (["show-mask", "nope"], "unknown mask 'nope'"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD_INPUTS)
+def test_bad_input_is_one_line_without_traceback(args, message):
+    result = invoke(*args)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_cuda_without_gpu_is_a_clear_error():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    result = invoke("run", "--kernel", "sdpa", "--seqlen", "1k", "--device", "cuda")
+    assert result.exit_code == 2 and "no CUDA GPU is visible" in result.output
+
+
+def spec_file(tmp_path, body):
+    path = tmp_path / "spec.toml"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def test_spec_with_wrong_field_names_it(tmp_path):
+    path = spec_file(tmp_path, """
+        [sweep]
+        kernels = ["sdpa"]
+        seqlens = ["1k"]
+        kernal = "typo"
+    """)
+    result = invoke("sweep", path)
+    assert result.exit_code == 2 and "field 'sweep.kernal'" in result.output and "Traceback" not in result.output
+    path = spec_file(tmp_path, """
+        [sweep]
+        kernels = ["sdpa"]
+        seqlens = ["1x"]
+    """)
+    result = invoke("sweep", path)
+    assert result.exit_code == 2 and "sweep.seqlens" in result.output
+
+
+SMALL_SPEC = """
+    [sweep]
+    name = "t"
+    kernels = ["reference", "sdpa", "torch"]
+    masks = ["causal", "full_document"]
+    seqlens = ["256", "512"]
+    heads = ["2:1"]
+    head_dims = [16]
+    dtypes = ["float32"]
+    directions = ["fwd", "bwd"]
+    device = "cpu"
+    samples = 2
+    warmup = 0
+    repeat = 2
+    check = true
+"""
+
+
+def test_sweep_resume_and_report(tmp_path):
+    path = spec_file(tmp_path, SMALL_SPEC)
+    out = tmp_path / "out"
+    result = invoke("sweep", path, "--output", out)
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 * 2 * 2 * 2 and all(r["status"] == "ok" for r in rows)
+    assert json.loads((out / "run.json").read_text())["plugins"]
+    again = invoke("sweep", path, "--output", out)
+    assert again.exit_code == 2 and "--resume" in again.output
+    (out / "results.jsonl").write_text("\n".join(json.dumps(r) for r in rows[:5]) + "\n")
+    resumed = invoke("sweep", path, "--output", out, "--resume")
+    assert resumed.exit_code == 0
+    assert len((out / "results.jsonl").read_text().splitlines()) == len(rows)
+    report = invoke("report", out)
+    assert report.exit_code == 0 and "| causal | 512 |" in report.stdout
+    assert (out / "report.csv").exists() and list(out.glob("tflops_fwd_*.png"))
+
+
+def test_sweep_records_errors_and_goes_on(tmp_path, monkeypatch):
+    from longca.plugins import get_registry
+
+    spec = get_registry().kernel("torch")
+    calls = {"n": 0}
+
+    def failing_run(prepared, q, k, v):
+        calls["n"] += 1
+        raise RuntimeError("CUDA out of memory. Tried to allocate 1 TiB")
+
+    import dataclasses
+
+    entry = get_registry().entries["kernels"]["torch"]
+    monkeypatch.setattr(entry, "spec", dataclasses.replace(spec, run=failing_run))
+    path = spec_file(tmp_path, SMALL_SPEC)
+    out = tmp_path / "out"
+    result = invoke("sweep", path, "--output", out)
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    torch_rows = [r for r in rows if r["kernel"] == "torch"]
+    assert torch_rows and all(r["status"] == "oom" for r in torch_rows)
+    assert all(r["status"] == "ok" for r in rows if r["kernel"] != "torch")
+
+
+def test_show_mask_png_and_json(tmp_path):
+    png = tmp_path / "m.png"
+    assert invoke("show-mask", "share_question", "--seqlen", "2k", "--output", png).exit_code == 0
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    result = invoke("show-mask", "prefix_lm_document", "--seqlen", "8k", "--format", "json")
+    data = json.loads(result.stdout)
+    assert sum(data["params"]["doc_lens"]) == 8192 and "prefix" in data["params"]
+    assert data["slices"][0][4] in ("full", "causal")
+    g = json.loads(invoke("show-mask", "global_sliding_window", "-f", "json").stdout)
+    assert "global_tokens" in g["params"] and g["params"]["window"] == 1024
+
+
+def test_doctor_and_plugins():
+    assert invoke("doctor").exit_code == 0
+    plugins = json.loads(invoke("plugins", "--format", "json").stdout)
+    names = {p["distribution"] for p in plugins}
+    assert {"longca-core", "longca-plugin-sdpa", "longca-plugin-torch"} <= names
