@@ -22,14 +22,16 @@ SKIP = {"__pycache__", "build", "dist", ".pytest_cache"}
 
 def find_template(explicit: Optional[Path] = None) -> Path:
     """The template folder: --template, $LONGCA_PLUGIN_TEMPLATE, or contrib/ of a source checkout."""
-    candidates = [explicit] if explicit else []
-    if os.environ.get(TEMPLATE_ENV):
-        candidates.append(Path(os.environ[TEMPLATE_ENV]))
-    candidates.append(Path(__file__).resolve().parents[2] / "contrib" / "plugin-template")
+    if explicit:
+        candidates = [Path(explicit)]
+    elif os.environ.get(TEMPLATE_ENV):
+        candidates = [Path(os.environ[TEMPLATE_ENV])]
+    else:
+        candidates = [Path(__file__).resolve().parents[2] / "contrib" / "plugin-template"]
     for path in candidates:
-        if path is not None and (path / "pyproject.toml").is_file():
+        if (path / "pyproject.toml").is_file():
             return path
-    tried = ", ".join(str(p) for p in candidates if p is not None)
+    tried = ", ".join(str(p) for p in candidates)
     raise LongcaError(f"plugin template not found (tried {tried}); pass --template PATH to the "
                       f"contrib/plugin-template folder of a longca source checkout, or set {TEMPLATE_ENV}")
 

@@ -1,0 +1,1 @@
+"""longca kernel plugin `mykernel`."""
