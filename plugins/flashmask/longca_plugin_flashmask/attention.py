@@ -59,7 +59,10 @@ def _interpreter_upcast(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 
 def _scale(q: torch.Tensor, softmax_scale: Optional[float]) -> float:
-    return float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    if not scale > 0:
+        raise ValueError(f"softmax_scale must be positive, got {softmax_scale}")
+    return scale
 
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: Plan) -> None:

@@ -62,7 +62,7 @@ def fwd_kernel(Q, K, V, O, LSE, BOUNDS, CNT, IDX, ORDER, scale_log2,
                 k = tl.load(k_ptrs, mask=cols[:, None] < SK, other=0.0)
             else:
                 k = tl.load(k_ptrs)
-            qk = tl.dot(q, tl.trans(k)) * scale_log2
+            qk = tl.dot(q, tl.trans(k))
             if phase == 0:
                 in_k = cols < SK
                 lts = tl.load(BOUNDS + cols, mask=in_k, other=0)
@@ -74,12 +74,12 @@ def fwd_kernel(Q, K, V, O, LSE, BOUNDS, CNT, IDX, ORDER, scale_log2,
                 if not EVEN_N:
                     drop = drop | (cols[None, :] >= SK)
                 qk = tl.where(drop, float("-inf"), qk)
-                m_new = tl.maximum(m_i, tl.max(qk, 1))
+                m_new = tl.maximum(m_i, tl.max(qk, 1) * scale_log2)
                 m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
             else:
-                m_new = tl.maximum(m_i, tl.max(qk, 1))
+                m_new = tl.maximum(m_i, tl.max(qk, 1) * scale_log2)
                 m_use = m_new
-            p = tl.math.exp2(qk - m_use[:, None])
+            p = tl.math.exp2(qk * scale_log2 - m_use[:, None])
             alpha = tl.math.exp2(m_i - m_use)
             l_i = l_i * alpha + tl.sum(p, 1)
             acc = acc * alpha[:, None]
@@ -185,8 +185,8 @@ def bwd_dkdv_kernel(Q, K, V, DO, LSE2, DELTA, DK, DV, BOUNDS, CNT, IDX, ORDER, s
                 else:
                     q = tl.load(q_ptrs)
                     lse = tl.load(lse_base + rows)
-                qkT = tl.dot(k, tl.trans(q)) * scale_log2
-                pT = tl.math.exp2(qkT - lse[None, :])
+                qkT = tl.dot(k, tl.trans(q))
+                pT = tl.math.exp2(qkT * scale_log2 - lse[None, :])
                 if phase == 0:
                     r = rows[None, :]
                     drop = ((r >= uts) & (r < ute)) | ((r >= lts) & (r < lte))
@@ -264,8 +264,8 @@ def bwd_dq_kernel(Q, K, V, DO, LSE2, DELTA, DQ, BOUNDS, CNT, IDX, ORDER, sm_scal
             else:
                 k = tl.load(k_ptrs)
                 v = tl.load(v_ptrs)
-            qk = tl.dot(q, tl.trans(k)) * scale_log2
-            p = tl.math.exp2(qk - lse[:, None])
+            qk = tl.dot(q, tl.trans(k))
+            p = tl.math.exp2(qk * scale_log2 - lse[:, None])
             if phase == 0:
                 in_k = cols < SK
                 lts = tl.load(BOUNDS + cols, mask=in_k, other=0)
