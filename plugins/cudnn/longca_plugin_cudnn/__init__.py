@@ -1,0 +1,1 @@
+"""longca kernel plugin `cudnn`: cuDNN fused attention through torch."""

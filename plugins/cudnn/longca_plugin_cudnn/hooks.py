@@ -1,0 +1,180 @@
+"""cuDNN fused attention (the cuDNN "flash" SDPA kernels) through torch.
+
+Full and causal: SDPA with `sdpa_kernel(SDPBackend.CUDNN_ATTENTION)`. Everything else goes
+through longca's planner with cuDNN's explicit-lse ops: `aten._scaled_dot_product_cudnn_attention`
+(+ `_backward`) for one rectangle, `aten._cudnn_attention_forward/_backward` with cumulative
+sequence lengths (cuDNN's ragged layout) for documents. These take `is_causal` only (top-left),
+so the planner gives them full rectangles and causal squares: sliding windows need cuDNN's
+diagonal band bounds (cudnn-frontend graph API), which this plugin does not drive yet, and are
+refused with that reason.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from longca import hookimpl
+from longca.specs import KernelSpec
+from longca_plugin_fa2.executor import CallArgs, ExecCall, lse_primitives
+from longca_plugin_fa2.hooks import gpu_reason
+from longca_plugin_fa2.kernel import FA_MASKS, head_dim_reason, make_prepare_run, plan_reason
+from longca_plugin_fa2.plan import full_or_square_causal
+
+WINDOW_MASKS = ("sliding_window", "sliding_window_causal", "global_sliding_window")
+MASKS = tuple(m for m in FA_MASKS if m not in WINDOW_MASKS)
+
+
+def _expand(x, heads: int):
+    """KV heads repeated to `heads` (dim -2), for cuDNN builds without native GQA."""
+    rep = heads // x.shape[-2]
+    return x if rep == 1 else x.repeat_interleave(rep, dim=-2)
+
+
+def _fold(g, heads_kv: int):
+    """Gradient of repeated KV heads summed back to heads_kv (dim -2)."""
+    rep = g.shape[-2] // heads_kv
+    return g if rep == 1 else g.unflatten(-2, (heads_kv, rep)).sum(-2)
+
+
+class CuDNN:
+    """cuDNN's explicit-lse attention ops as exposed by torch."""
+
+    name = "cudnn"
+    window_ok = staticmethod(full_or_square_causal)
+
+    # learned from the first calls of the process (class-wide, so the lse primitives share them)
+    expand_gqa = False
+    dense_lse_4d = True  # dense ops give lse (B, H, L, 1) rather than (B, H, L)
+    ragged_lse_rows_first = True  # ragged ops give lse (T, H[, 1]) rather than (H, T)
+
+    def _run(self, fn, q, k, v):
+        if q.shape[-2] != k.shape[-2] and not self.expand_gqa:
+            try:
+                return fn(q, k, v)
+            except RuntimeError:
+                CuDNN.expand_gqa = True  # this torch/cuDNN wants equal head counts
+        if q.shape[-2] != k.shape[-2]:
+            return fn(q, _expand(k, q.shape[-2]), _expand(v, q.shape[-2]))
+        return fn(q, k, v)
+
+    def fwd(self, q, k, v, args: CallArgs):
+        import torch
+
+        def dense(q_, k_, v_):
+            res = torch.ops.aten._scaled_dot_product_cudnn_attention(
+                q_.transpose(1, 2), k_.transpose(1, 2), v_.transpose(1, 2), None, True, 0.0, args.causal, False,
+                scale=args.scale)
+            CuDNN.dense_lse_4d = res[1].dim() == 4
+            return res[0].transpose(1, 2), res[1].reshape(q.shape[0], q.shape[2], q.shape[1])
+
+        def ragged(q_, k_, v_):
+            res = torch.ops.aten._cudnn_attention_forward(
+                q_, k_, v_, None, args.cu_q, args.cu_k, args.max_q, args.max_k, True, 0.0, args.causal, False,
+                scale=args.scale)
+            lse = res[1]
+            total, heads = q.shape[0], q.shape[1]
+            if lse.numel() == total * heads and lse.shape[:2] == (total, heads):
+                CuDNN.ragged_lse_rows_first = True
+                lse = lse.reshape(total, heads).t()
+            elif lse.numel() == total * heads and lse.shape[0] == heads:
+                CuDNN.ragged_lse_rows_first = False
+                lse = lse.reshape(heads, total)
+            else:
+                raise RuntimeError(f"unexpected cuDNN varlen lse shape {tuple(lse.shape)} for {total} rows, {heads} heads")
+            return res[0], lse
+
+        return self._run(ragged if args.varlen else dense, q, k, v)
+
+    def bwd(self, dout, q, k, v, out, lse, args: CallArgs):
+        import torch
+
+        heads_kv = k.shape[-2]
+        if q.shape[-2] != heads_kv and self.expand_gqa:
+            k, v = _expand(k, q.shape[-2]), _expand(v, q.shape[-2])
+        seed = torch.zeros((), dtype=torch.int64, device=q.device)
+        offset = torch.zeros((), dtype=torch.int64, device=q.device)
+        if args.varlen:
+            lse_c = lse.t().contiguous().unsqueeze(-1) if CuDNN.ragged_lse_rows_first else lse
+            dq, dk, dv = torch.ops.aten._cudnn_attention_backward(
+                dout, q, k, v, out, lse_c, seed, offset, None, args.cu_q, args.cu_k, args.max_q, args.max_k,
+                0.0, args.causal, scale=args.scale)
+        else:
+            t = lambda x: x.transpose(1, 2)  # noqa: E731
+            dq, dk, dv = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
+                t(dout), t(q), t(k), t(v), t(out), lse.unsqueeze(-1) if CuDNN.dense_lse_4d else lse, seed, offset,
+                None, None, None,
+                q.shape[1], k.shape[1], 0.0, args.causal, scale=args.scale)
+            dq, dk, dv = t(dq), t(dk), t(dv)
+        return dq, _fold(dk, heads_kv), _fold(dv, heads_kv)
+
+
+def _sdpa_cudnn(q, k, v, call: ExecCall):
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    kwargs = {"enable_gqa": True} if q.shape[-2] != k.shape[-2] else {}
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                             is_causal=call.args.causal, scale=call.args.scale, **kwargs)
+    return out.transpose(1, 2)
+
+
+def public_for(adapter, call: ExecCall, q, k):
+    return _sdpa_cudnn if not call.args.varlen and call.args.unwindowed else None
+
+
+def available() -> Optional[str]:
+    reason = gpu_reason()
+    if reason:
+        return reason
+    import torch
+
+    if not torch.backends.cudnn.is_available():
+        return "torch was built without cuDNN"
+    return None
+
+
+def supports(problem) -> Optional[str]:
+    return head_dim_reason(problem, 8, 256) or plan_reason(problem, full_or_square_causal)
+
+
+def backend() -> str:
+    import torch
+
+    version = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return f"cuDNN {version} via torch {torch.__version__} (SDPA cuDNN backend / aten cuDNN attention ops)"
+
+
+prepare, run = make_prepare_run(CuDNN, public_for)
+forward_lse, backward_lse = lse_primitives(CuDNN)
+
+SPEC = KernelSpec(
+    name="cudnn",
+    family="dense",
+    description="cuDNN fused attention via torch: SDPA cuDNN backend, ragged varlen ops for documents; "
+                "no sliding windows",
+    masks=MASKS,
+    prepare=prepare,
+    run=run,
+    dtypes=("bfloat16", "float16"),
+    devices=("cuda",),
+    min_compute_capability=(8, 0),
+    available=available,
+    supports=supports,
+    forward_lse=forward_lse,
+    backward_lse=backward_lse,
+    backend=backend,
+    url="https://docs.nvidia.com/deeplearning/cudnn/frontend/latest/operations/Attention.html",
+)
+
+
+@hookimpl
+def longca_kernels():
+    return [SPEC]
+
+
+@hookimpl
+def longca_env_info(info):
+    import torch
+
+    if torch.backends.cudnn.is_available():
+        info["cudnn"] = str(torch.backends.cudnn.version())

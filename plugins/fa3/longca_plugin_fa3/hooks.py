@@ -1,0 +1,127 @@
+"""FlashAttention-3 (`flash_attn_interface`, package `flash_attn_3`), Hopper GPUs only.
+
+One call: `flash_attn_func` (full, causal, `window_size`) or `flash_attn_varlen_func`
+(documents). Several calls (heterogeneous masks, context-parallel crops): the library's
+explicit-lse primitives `_flash_attn_forward` / `_flash_attn_backward`, merged by longca's
+executor. No wheel is published: it is built from the flash-attention repository's hopper/
+folder (see README).
+"""
+from __future__ import annotations
+
+import importlib.util
+from importlib import metadata
+from typing import Optional
+
+from longca import hookimpl
+from longca.specs import KernelSpec
+from longca_plugin_fa2.executor import CallArgs, ExecCall, lse_primitives
+from longca_plugin_fa2.hooks import gpu_reason
+from longca_plugin_fa2.kernel import FA_MASKS, head_dim_reason, make_prepare_run, plan_reason
+from longca_plugin_fa2.plan import any_window
+
+
+class FA3:
+    """FlashAttention-3's explicit-lse primitives (flash-attention 2.8.x hopper/ signatures)."""
+
+    name = "fa3"
+    window_ok = staticmethod(any_window)
+
+    def fwd(self, q, k, v, args: CallArgs):
+        import flash_attn_interface as fai
+
+        res = fai._flash_attn_forward(
+            q, k, v, cu_seqlens_q=args.cu_q, cu_seqlens_k=args.cu_k,
+            max_seqlen_q=args.max_q if args.varlen else None, max_seqlen_k=args.max_k if args.varlen else None,
+            softmax_scale=args.scale, causal=args.causal, window_size_left=args.left, window_size_right=args.right)
+        return res[0], res[1]
+
+    def bwd(self, dout, q, k, v, out, lse, args: CallArgs):
+        import torch
+        import flash_attn_interface as fai
+
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        varlen = args.varlen
+        fai._flash_attn_backward(
+            dout, q, k, v, out, lse, args.cu_q, args.cu_k, None, None,
+            args.max_q if varlen else None, args.max_k if varlen else None, dq, dk, dv,
+            args.scale, args.causal, args.left, args.right, 0.0, False, 0)
+        return dq, dk, dv
+
+
+def _public(q, k, v, call: ExecCall):
+    from flash_attn_interface import flash_attn_func, flash_attn_varlen_func
+
+    a = call.args
+    if not a.varlen:
+        res = flash_attn_func(q, k, v, softmax_scale=a.scale, causal=a.causal, window_size=(a.left, a.right))
+    else:
+        res = flash_attn_varlen_func(q.reshape(-1, *q.shape[2:]), k.reshape(-1, *k.shape[2:]),
+                                     v.reshape(-1, *v.shape[2:]), a.cu_q, a.cu_k, a.max_q, a.max_k,
+                                     softmax_scale=a.scale, causal=a.causal, window_size=(a.left, a.right))
+    out = res[0] if isinstance(res, tuple) else res
+    return out.view(*q.shape[:3], v.shape[-1])
+
+
+def public_for(adapter, call: ExecCall, q, k):
+    return _public
+
+
+def library_reason() -> Optional[str]:
+    if importlib.util.find_spec("flash_attn_interface") is None or importlib.util.find_spec("flash_attn_3") is None:
+        return ("FlashAttention-3 (flash_attn_interface / flash_attn_3) is not installed; no wheel is published: "
+                "build it from flash-attention's hopper/ folder (see the longca-plugin-fa3 README)")
+    return None
+
+
+def available() -> Optional[str]:
+    return "; ".join(r for r in (library_reason(), gpu_reason()) if r) or None
+
+
+def supports(problem) -> Optional[str]:
+    import torch
+
+    if problem.device_type == "cuda" and torch.cuda.get_device_capability(problem.device)[0] != 9:
+        return "FlashAttention-3 runs on Hopper (compute capability 9.x) only"
+    return head_dim_reason(problem) or plan_reason(problem, any_window)
+
+
+def version() -> str:
+    for dist in ("flash_attn_3", "flash-attn-3"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return "unknown version"
+
+
+prepare, run = make_prepare_run(FA3, public_for)
+forward_lse, backward_lse = lse_primitives(FA3)
+
+SPEC = KernelSpec(
+    name="fa3",
+    family="dense",
+    description="FlashAttention-3 (Hopper): varlen documents, window_size, lse-merged calls for heterogeneous masks",
+    masks=FA_MASKS,
+    prepare=prepare,
+    run=run,
+    dtypes=("bfloat16", "float16"),
+    head_dims=(128, 64, 96, 192, 256),
+    devices=("cuda",),
+    min_compute_capability=(9, 0),
+    available=available,
+    supports=supports,
+    forward_lse=forward_lse,
+    backward_lse=backward_lse,
+    backend=lambda: f"FlashAttention-3 {version()} (flash_attn_interface)",
+    url="https://github.com/Dao-AILab/flash-attention/tree/main/hopper",
+)
+
+
+@hookimpl
+def longca_kernels():
+    return [SPEC]
+
+
+@hookimpl
+def longca_env_info(info):
+    info["flash_attn_3"] = version() if library_reason() is None else "not installed"

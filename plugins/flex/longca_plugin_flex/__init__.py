@@ -1,0 +1,1 @@
+"""longca kernel plugin `flex`: FlexAttention with BlockMasks built from mask slices."""

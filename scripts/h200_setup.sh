@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Install carried Python packages on an offline GPU machine (the H200 of the device tool).
+# No downloads and no source builds: only wheels (and compressed pieces of wheels) that were
+# carried in, plus longca itself (editable, no dependencies).
+#
+# usage: scripts/h200_setup.sh TARGET [DIR ...]
+#   DIR/*.whl      installed with one `pip install --no-index --no-deps --target TARGET`
+#                  (one call: nvidia-cutlass-dsl's wheels share a folder that a second
+#                  --upgrade install into the same target would replace)
+#   DIR/*.tar.xz   unpacked into TARGET (a wheel's files, minus pieces carried separately)
+#   DIR/place.txt  lines "PIECE.xz RELATIVE/PATH": PIECE.xz decompressed to TARGET/RELATIVE/PATH
+#                  (a large shared library, xz-compressed to fit the 64 MiB a call may carry)
+# Environment: LONGCA_PLUGINS_TO_INSTALL (default "fa2 fa3 fa4 cudnn flex") = plugins installed
+# with core, editable. Afterwards export the PYTHONPATH this prints (TARGET and
+# nvidia-cutlass-dsl's dsl_packages, which its .pth would add in a normal install).
+set -euo pipefail
+target=${1:?usage: scripts/h200_setup.sh TARGET [DIR ...]}
+shift
+mkdir -p "$target"
+wheels=()
+for d in "$@"; do
+  for w in "$d"/*.whl; do [ -e "$w" ] && wheels+=("$w"); done
+done
+if [ ${#wheels[@]} -gt 0 ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$target" "${wheels[@]}"
+fi
+for d in "$@"; do
+  for t in "$d"/*.tar.xz; do [ -e "$t" ] && tar xJf "$t" -C "$target"; done
+  if [ -f "$d/place.txt" ]; then
+    while read -r piece dest; do
+      [ -n "$piece" ] || continue
+      mkdir -p "$target/$(dirname "$dest")"
+      xz -dc "$d/$piece" > "$target/$dest"
+    done < "$d/place.txt"
+  fi
+done
+root=$(cd "$(dirname "$0")/.." && pwd)
+plugins=()
+for p in ${LONGCA_PLUGINS_TO_INSTALL:-fa2 fa3 fa4 cudnn flex}; do plugins+=(-e "$root/plugins/$p"); done
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e "$root/core" "${plugins[@]}" 2>&1 | grep -v "^$" || true
+echo "export PYTHONPATH=$target:$target/nvidia_cutlass_dsl/dsl_packages\${PYTHONPATH:+:\$PYTHONPATH}"
