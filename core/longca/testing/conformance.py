@@ -14,10 +14,16 @@ here (no CUDA, kernel library missing). Two ways to run it from a plugin's tests
 Cases: `registered` (the kernel is there, under one plugin that loaded without errors), `name`,
 `spec` (fields well formed), `available` (the probe answers None or a reason), `refusals-DEV`
 (every mask, dtype, head dim, GQA, direction and device the spec does not claim is refused with a
-reason), `mask-M-DEV` (every claimed mask runs fwd and bwd with `--check` against the float32
-reference), `dtype-D-DEV` (every other claimed dtype runs), `forward_lse-DEV` / `backward_lse-DEV`
+reason), `mask-M-DIR-DEV` (every claimed mask runs fwd and bwd with `--check` against the float32
+reference in the device's primary dtype: float32 on CPU, bfloat16 on CUDA, when claimed),
+`dtype-D-DIR-DEV` (every other claimed dtype runs), `forward_lse-DEV` / `backward_lse-DEV`
 (the context-parallel primitives, if declared, match `longca.reference` on the claimed masks'
 slices, whole and cropped as ring and all-gather strategies crop them).
+
+A claimed case must run and match the reference; the one exception is a refusal by the
+kernel's `supports(problem)` with a reason, for what a spec cannot declare per device (no
+backward on CPU, no float32 on this GPU): that case is skipped and the reason shown. The forward
+of every claimed mask in the device's primary dtype may not be refused.
 """
 from __future__ import annotations
 
@@ -154,12 +160,15 @@ def _run(problem: Problem, registry: Registry) -> dict:
         raise AssertionError(f"{_describe(problem)}: the run raised {type(exc).__name__}: {exc}") from None
 
 
-def _expect_ok(spec: KernelSpec, problem: Problem, registry: Registry, what: str) -> dict:
+def _expect_ok(spec: KernelSpec, problem: Problem, registry: Registry, what: str, may_refuse: bool) -> dict:
+    """The run must be ok. A refusal by supports() is a skip where `may_refuse`, else a failure."""
     refusal = _probe_supports(spec, problem)
+    if refusal and may_refuse:
+        raise ConformanceSkip(f"{_describe(problem)}: refused by supports(): {refusal}")
     if refusal:
-        raise AssertionError(f"{_describe(problem)}: the spec claims {what} but supports() refuses it: "
-                             f"{refusal}. Remove the claim from the KernelSpec, or pass sizes the kernel "
-                             f"takes to conformance_tests(..., seqlen=, head_dim=)")
+        raise AssertionError(f"{_describe(problem)}: the spec claims {what} but supports() refuses its forward "
+                             f"in the primary dtype: {refusal}. Remove the claim from the KernelSpec, or pass "
+                             f"sizes the kernel takes to conformance_tests(..., seqlen=, head_dim=)")
     row = _run(problem, registry)
     if row["status"] != "ok":
         detail = row.get("rel_err_detail")
@@ -194,9 +203,6 @@ def check_name(name: str, registry: Registry) -> list[dict]:
     spec = _kernel(registry, name)
     if not NAME_RE.match(spec.name):
         raise AssertionError(f"invalid kernel name {spec.name!r}")
-    others = [kind for kind in ("masks", "samplers", "strategies") if spec.name in registry.entries[kind]]
-    if others:
-        log.info("kernel %s shares its name with a %s", spec.name, others[0])
     return []
 
 
@@ -284,14 +290,18 @@ def check_refusals(name: str, device: str, registry: Registry, settings: Setting
     return [_expect_refused(problem, registry, what) for problem, what in cases]
 
 
-def check_mask(name: str, mask: str, device: str, registry: Registry, settings: Settings) -> list[dict]:
-    """A claimed mask runs forward (and backward if claimed) and matches the reference."""
+def check_mask(name: str, mask: str, direction: str, device: str, registry: Registry,
+               settings: Settings) -> list[dict]:
+    """A claimed mask runs in the device's primary dtype and matches the reference.
+
+    The forward must run; supports() may refuse the backward on this device (with a reason),
+    which skips the case: a spec declares `backward` once for every device.
+    """
     _need_device(device)
     spec = _kernel(registry, name)
     _need_available(spec)
-    return [_expect_ok(spec, small_problem(spec, mask, direction, device, registry=registry, settings=settings),
-                       registry, f"mask {mask}")
-            for direction in (("fwd", "bwd") if spec.backward else ("fwd",))]
+    problem = small_problem(spec, mask, direction, device, registry=registry, settings=settings)
+    return [_expect_ok(spec, problem, registry, f"mask {mask}", may_refuse=direction != "fwd")]
 
 
 def dtype_mask(spec: KernelSpec) -> str:
@@ -299,15 +309,15 @@ def dtype_mask(spec: KernelSpec) -> str:
     return "causal" if "causal" in spec.masks else spec.masks[0]
 
 
-def check_dtype(name: str, dtype: str, device: str, registry: Registry, settings: Settings) -> list[dict]:
-    """A claimed dtype beyond the device's primary one runs and matches the reference."""
+def check_dtype(name: str, dtype: str, direction: str, device: str, registry: Registry,
+                settings: Settings) -> list[dict]:
+    """A claimed dtype beyond the device's primary one runs and matches the reference, unless
+    supports() refuses it on this device with a reason (a skip)."""
     _need_device(device)
     spec = _kernel(registry, name)
     _need_available(spec)
-    mask = dtype_mask(spec)
-    return [_expect_ok(spec, small_problem(spec, mask, direction, device, dtype, registry, settings),
-                       registry, f"dtype {dtype}")
-            for direction in (("fwd", "bwd") if spec.backward else ("fwd",))]
+    problem = small_problem(spec, dtype_mask(spec), direction, device, dtype, registry, settings)
+    return [_expect_ok(spec, problem, registry, f"dtype {dtype}", may_refuse=True)]
 
 
 def check_primitives(name: str, device: str, registry: Registry, settings: Settings,
@@ -356,11 +366,14 @@ def conformance_cases(kernel: str, registry: Optional[Registry] = None, devices:
         cases.append(Case(f"refusals-{dev}", kernel, lambda r, d=dev: check_refusals(kernel, d, r, settings), dev))
         if dev not in spec.devices:
             continue
-        cases += [Case(f"mask-{m}-{dev}", kernel, lambda r, m=m, d=dev: check_mask(kernel, m, d, r, settings), dev)
-                  for m in spec.masks]
+        directions = ("fwd", "bwd") if spec.backward else ("fwd",)
+        cases += [Case(f"mask-{m}-{x}-{dev}", kernel,
+                       lambda r, m=m, x=x, d=dev: check_mask(kernel, m, x, d, r, settings), dev)
+                  for m in spec.masks for x in directions]
         first = primary_dtype(spec, dev) if spec.dtypes else None
-        cases += [Case(f"dtype-{t}-{dev}", kernel, lambda r, t=t, d=dev: check_dtype(kernel, t, d, r, settings), dev)
-                  for t in spec.dtypes if t != first]
+        cases += [Case(f"dtype-{t}-{x}-{dev}", kernel,
+                       lambda r, t=t, x=x, d=dev: check_dtype(kernel, t, x, d, r, settings), dev)
+                  for t in spec.dtypes if t != first for x in directions]
         if spec.forward_lse is not None:
             cases.append(Case(f"forward_lse-{dev}", kernel,
                               lambda r, d=dev: check_primitives(kernel, d, r, settings, False), dev))

@@ -34,7 +34,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def conformance_tests(kernel: str, *, seqlen: Optional[int] = None, head_dim: Optional[int] = None,
                       heads: Optional[tuple[int, int]] = None, devices: Optional[tuple[str, ...]] = None
                       ) -> Callable[..., None]:
-    """`test_conformance = conformance_tests("mykernel")`: one test per case, ids like `mask-causal-cpu`.
+    """`test_conformance = conformance_tests("mykernel")`: one test per case, ids like `mask-causal-fwd-cpu`.
 
     `seqlen`, `head_dim`, `heads` change the problem sizes (defaults 256, 64 or the first declared
     head dim, 4:2); `devices` restricts the devices (default cpu and cuda).
