@@ -7,7 +7,8 @@ windows, see `ring`) passes K/V. Ulysses is U = W (a ring of one), Ring P2P is U
 window, USP is U and R both > 1, LoongTrain adds windows > 1.
 
 GQA: query heads are split over U; when U does not divide the KV heads they are repeated by the
-smallest factor f that makes `heads_kv * f` a multiple of U while keeping whole query groups.
+smallest factor f that makes `heads_kv * f` a multiple of U (f always divides the query group
+when U divides the query heads, so each rank keeps whole groups).
 """
 from __future__ import annotations
 
@@ -38,10 +39,7 @@ def heads_unsupported(heads_q: int, heads_kv: int, degree: int) -> Optional[str]
     """Why `degree` head-parallel ranks cannot split these heads, or None."""
     if heads_q % degree:
         return f"{heads_q} query heads do not divide over {degree} head-parallel ranks"
-    f = kv_repeat(heads_q, heads_kv, degree)
-    if (heads_q // heads_kv) % f:
-        return (f"{heads_kv} KV heads over {degree} head-parallel ranks would need each repeated {f} times, "
-                f"which does not divide the GQA group of {heads_q // heads_kv} query heads")
+    # then kv_repeat always divides the GQA group: degree / gcd(heads_kv, degree) divides heads_q / heads_kv
     return None
 
 

@@ -1,0 +1,61 @@
+"""`longca dist-run` end to end on CPU with gloo: spawned ranks, one JSON row, refusals."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from longca.plugins import get_registry
+from longca_cli.main import app
+
+SMALL = ["--inner", "reference", "--backend", "gloo", "--seqlen", "512", "--heads", "8:8", "--head-dim", "16",
+         "--dtype", "float32", "--device", "cpu", "--warmup", "0", "--repeat", "2", "--samples", "2", "--format", "json"]
+
+
+class _Done:
+    def __init__(self, result):
+        self.returncode, self.stdout, self.stderr = result.exit_code, result.stdout, result.stderr
+
+
+def _dist_run(*args: str) -> _Done:
+    return _Done(CliRunner().invoke(app, ["dist-run", *args]))
+
+
+@pytest.fixture(autouse=True)
+def _installed():
+    if not {"ring-p2p", "usp", "ulysses"} <= set(get_registry().names("strategies")):
+        pytest.skip("strategy plugins not installed (make install)")
+
+
+@pytest.mark.parametrize("strategy,nproc,extra", [
+    ("ring-p2p", "4", ["--mask", "causal_document"]),
+    ("usp", "2", ["--mask", "full_document", "--direction", "fwdbwd", "--option", "ulysses_degree=2"]),
+    ("loongtrain", "1", ["--mask", "causal", "--direction", "bwd"]),  # one rank: runs in this process
+])
+def test_dist_run_prints_one_ok_row(strategy, nproc, extra):
+    done = _dist_run("--strategy", strategy, "--nproc", nproc, "--check", *SMALL, *extra)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1
+    row = json.loads(lines[0])
+    assert (row["status"], row["strategy"], row["kernel"], row["world_size"]) == ("ok", strategy, "reference", int(nproc))
+    assert row["rel_err"] < 1e-5 and row["ms_median"] > 0 and row["ms_max_rank"] >= row["ms_median"] * 0.999
+    assert row["tflops"] > 0 and row["backend"] == "longca.reference"
+    if "--direction" in extra:
+        assert set(row["rel_err_detail"]) == {"out", "dq", "dk", "dv"}
+    if strategy == "usp":
+        assert row["strategy_options"] == {"ulysses_degree": 2, "layout": "zigzag"}
+
+
+def test_dist_run_refusals():
+    done = _dist_run("--strategy", "ulysses", "--nproc", "4", *SMALL, "--heads", "6:6")
+    assert done.returncode == 0
+    row = json.loads(done.stdout)
+    assert row["status"] == "unsupported" and "6 query heads do not divide over 4" in row["reason"]
+    done = _dist_run("--strategy", "ring-p2p", "--nproc", "2", *SMALL, "--inner", "sdpa")
+    assert json.loads(done.stdout)["status"] == "unsupported"
+    done = _dist_run("--strategy", "usp", "--nproc", "2", *SMALL, "--option", "rings=2")
+    assert done.returncode == 2 and "has no option rings" in done.stderr
+    done = _dist_run("--strategy", "usp", "--nproc", "2", *SMALL, "--backend", "nccl")
+    assert done.returncode == 2 and "needs --device cuda" in done.stderr

@@ -1,0 +1,142 @@
+"""CP building blocks without processes: layouts, cropped calls, lse merging, the double-ring schedule."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from longca import reference
+from longca.cp.calls import pair_calls
+from longca.cp.hybrid import default_head_degree, heads_unsupported, hybrid_unsupported, kv_repeat
+from longca.cp.layout import Layout, contiguous, merge_runs, subdivide, zigzag
+from longca.cp.merge import OutputAccumulator, merge_
+from longca.cp.ring import RingPlan
+from longca.errors import UnsupportedError
+from longca.masks import slices as sl
+from longca.masks.catalog import STATIC_MASKS
+from longca.problem import Problem, build_mask
+
+
+def _global_index(layout: Layout, rank: int) -> np.ndarray:
+    return np.concatenate([np.arange(a, b) for a, b in layout.runs[rank]])
+
+
+def test_zigzag_holds_chunks_r_and_2w_minus_1_minus_r():
+    lay = zigzag(32, 4)
+    assert lay.runs[0] == ((0, 4), (28, 32))
+    assert lay.runs[3] == ((12, 20),)  # chunks 3 and 4 touch: one run
+    assert zigzag(8, 1).runs == (((0, 8),),)
+    assert lay.local_len == 8 and not lay.rank_major and contiguous(32, 4).rank_major
+
+
+def test_layouts_refuse_lengths_they_cannot_split():
+    with pytest.raises(UnsupportedError, match="multiple of 2 x 4"):
+        zigzag(36, 4)
+    with pytest.raises(UnsupportedError):
+        contiguous(10, 4)
+
+
+def test_subdivide_splits_each_ring_rank_in_order():
+    lay = subdivide(zigzag(32, 2), 4)  # ring rank 0 holds [0, 8) and [24, 32)
+    assert lay.world_size == 8
+    assert [lay.runs[u] for u in range(4)] == [((0, 4),), ((4, 8),), ((24, 28),), ((28, 32),)]
+    assert np.array_equal(np.concatenate([_global_index(lay, u) for u in range(4)]), _global_index(zigzag(32, 2), 0))
+
+
+@pytest.mark.parametrize("make", [lambda: zigzag(48, 3), lambda: contiguous(48, 4), lambda: subdivide(zigzag(48, 2), 3)])
+def test_take_and_assemble_are_inverse(make):
+    lay = make()
+    x = torch.arange(2 * 48 * 3).reshape(2, 48, 3)
+    parts = lay.split(x)
+    for r, part in enumerate(parts):
+        assert torch.equal(part, x[:, torch.from_numpy(_global_index(lay, r))])
+    assert torch.equal(lay.assemble(parts), x)
+
+
+def test_merge_runs():
+    assert merge_runs([(0, 4), (4, 8), (8, 8), (10, 12)]) == ((0, 8), (10, 12))
+
+
+@pytest.mark.parametrize("mask_name", STATIC_MASKS)
+def test_calls_reassemble_the_mask_between_any_two_ranks(mask_name):
+    """Every (query rank, key rank) pair's calls cover exactly the global mask, documents cut or not."""
+    seqlen = 2048 if mask_name == "block_causal_document" else 200
+    problem = Problem(kernel="reference", mask=mask_name, seqlen=seqlen, sampler="uniform", seed=3,
+                      mask_params={"window": 20} if "window" in mask_name else {})
+    mask = build_mask(problem)
+    dense = mask.dense()
+    for lay in (zigzag(seqlen, 4), contiguous(seqlen, 2), subdivide(zigzag(seqlen, 2), 2)):
+        for i in range(lay.world_size):
+            for j in range(lay.world_size):
+                rows, cols = _global_index(lay, i), _global_index(lay, j)
+                got = np.zeros((len(rows), len(cols)), dtype=bool)
+                for c in pair_calls(mask.slices, lay.runs[i], lay.runs[j]):
+                    block = sl.dense(c.slices, (0, c.q1 - c.q0), (0, c.k1 - c.k0))
+                    assert not (got[c.q0:c.q1, c.k0:c.k1] & block).any(), "calls overlap"
+                    got[c.q0:c.q1, c.k0:c.k1] |= block
+                assert np.array_equal(got, dense[np.ix_(rows, cols)]), (mask_name, lay, i, j)
+
+
+def test_documents_do_cross_zigzag_chunks_in_the_tests():
+    mask = build_mask(Problem(kernel="reference", mask="causal_document", seqlen=256, sampler="uniform"))
+    edges = set(range(0, 257, 256 // 8))
+    bounds = set(np.cumsum(mask.params["doc_lens"]).tolist())
+    assert len(mask.params["doc_lens"]) > 4 and bounds - edges
+
+
+def test_merge_of_key_halves_equals_whole_attention():
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 40, 4, 8, generator=gen) for _ in range(3))
+    mask = build_mask(Problem(kernel="reference", mask="causal_document", seqlen=40, sampler="uniform"))
+    whole, lse_whole = reference.forward_lse(q, k, v, mask.slices)
+    acc = OutputAccumulator(q)
+    for ka, kb in ((0, 17), (17, 40)):
+        for c in pair_calls(mask.slices, [(0, 40)], [(ka, kb)]):
+            out, lse = reference.forward_lse(q[:, c.q0:c.q1], k[:, ka + c.k0:ka + c.k1], v[:, ka + c.k0:ka + c.k1],
+                                             c.slices)
+            acc.add(c.q0, c.q1, out, lse)
+    out, lse = acc.result(torch.float32)
+    assert torch.allclose(out, whole, atol=1e-6) and torch.allclose(lse, lse_whole)
+
+
+def test_merge_keeps_empty_rows_empty():
+    out = torch.zeros(1, 3, 1, 2)
+    lse = torch.full((1, 1, 3), -float("inf"))
+    merge_(out, lse, torch.ones(1, 3, 1, 2), torch.tensor([[[-float("inf"), 0.0, 1.0]]]))
+    assert torch.isinf(lse[0, 0, 0]) and torch.equal(out[0, 0], torch.zeros(1, 2))
+    assert torch.equal(out[0, 1:], torch.ones(2, 1, 2)) and not torch.isnan(out).any()
+
+
+@pytest.mark.parametrize("size,windows", [(1, 1), (4, 1), (4, 2), (8, 2), (8, 4), (6, 3)])
+def test_double_ring_visits_every_source_once(size, windows):
+    for position in range(size):
+        plan = RingPlan(size, position, windows, inner=None, calls={})
+        seen = [plan.source(o, t) for o in range(windows) for t in range(plan.window)]
+        assert sorted(seen) == list(range(size)) and seen[0] == position
+
+
+def _problem(**kw):
+    base = dict(kernel="reference", mask="causal", seqlen=256, heads_q=8, heads_kv=8, world_size=4)
+    return Problem(**{**base, **kw})
+
+
+def test_head_parallel_refusals_and_gqa_repeat():
+    assert heads_unsupported(6, 6, 4) == "6 query heads do not divide over 4 head-parallel ranks"
+    assert kv_repeat(8, 2, 4) == 2 and kv_repeat(8, 8, 4) == 1 and kv_repeat(8, 1, 8) == 8
+    assert heads_unsupported(8, 2, 8) is None and heads_unsupported(12, 4, 6) is None  # KV heads x3
+
+
+def test_grid_refusals():
+    assert "does not divide the world size" in hybrid_unsupported(_problem(), 3, 1, "zigzag")
+    assert "windows do not divide" in hybrid_unsupported(_problem(), 1, 3, "zigzag")
+    assert "multiple of 8" in hybrid_unsupported(_problem(seqlen=260), 1, 1, "zigzag")
+    assert hybrid_unsupported(_problem(seqlen=260), 1, 1, "contiguous") is None
+    assert hybrid_unsupported(_problem(world_size=8), 2, 2, "zigzag") is None
+
+
+def test_default_head_degree(monkeypatch):
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert default_head_degree(_problem(world_size=8), 4) == 4
+    assert default_head_degree(_problem(world_size=8, heads_q=6, heads_kv=6), 4) == 2
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert default_head_degree(_problem(world_size=8), 4) == 2
