@@ -298,11 +298,6 @@ from .dist_run import dist_run as _dist_run  # noqa: E402 - the `dist-run` comma
 app.command("dist-run")(cli_errors(_dist_run))
 
 
-from .dist_run import dist_run as _dist_run  # noqa: E402 - the `dist-run` command (context parallelism)
-
-app.command("dist-run")(cli_errors(_dist_run))
-
-
 def run_cli() -> None:  # console-script entry point
     app()
 
