@@ -75,13 +75,12 @@ def main(argv=None) -> None:
                     device, args.repeat)
                 row.update(create_block_mask_compiled_ms=compiled_ms, create_block_mask_compiled_first_ms=compiled_first)
             rows.append(row)
+            if args.out:
+                with open(args.out, "a") as fh:
+                    fh.write(json.dumps(row) + "\n")
             print(f"{name:24} {seqlen:>7} {ours_ms:>10.2f} {theirs_ms:>10.2f} {theirs_ms / ours_ms:>7.1f}x "
                   f"{row['blocks_kept']:>8} {row['partial_blocks']:>8} {str(row['agree']):>6}", flush=True)
             del ours, theirs
-    if args.out:
-        with open(args.out, "a") as fh:
-            for row in rows:
-                fh.write(json.dumps(row) + "\n")
 
 
 if __name__ == "__main__":
