@@ -50,6 +50,16 @@ class SweepSpec(BaseModel):
     check: bool = False
     measure_peak: bool = True
     mask_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # per mask, parameters swept as axes: {"block_sparse_uniform": {"block": [64, 128]}}
+    mask_grid: dict[str, dict[str, list[Any]]] = Field(default_factory=dict)
+
+    @field_validator("mask_grid")
+    @classmethod
+    def _grid(cls, value: dict[str, dict[str, list[Any]]]) -> dict[str, dict[str, list[Any]]]:
+        empty = [f"{mask}.{name}" for mask, axes in value.items() for name, values in axes.items() if not values]
+        if empty:
+            raise ValueError(f"mask_grid axes must list at least one value: {', '.join(empty)}")
+        return value
 
     @field_validator("seqlens")
     @classmethod
@@ -69,6 +79,12 @@ class SweepSpec(BaseModel):
 
     def mask_names(self) -> list[str]:
         return list(MASK_GROUPS[self.masks]) if isinstance(self.masks, str) else self.masks
+
+    def mask_param_sets(self, mask: str) -> list[dict[str, Any]]:
+        """The parameter dicts a mask runs with: `mask_params` under each point of its `mask_grid`."""
+        base = dict(self.mask_params.get(mask, {}))
+        axes = self.mask_grid.get(mask, {})
+        return [{**base, **dict(zip(axes, point))} for point in itertools.product(*axes.values())]
 
 
 class SpecFile(BaseModel):
@@ -104,7 +120,7 @@ def load_spec(path: Union[str, Path], registry: Optional[Registry] = None,
         registry.entry("kernels", kernel)
     for mask in spec.mask_names():
         registry.entry("masks", mask)
-    for mask in spec.mask_params:
+    for mask in {**spec.mask_params, **spec.mask_grid}:
         registry.entry("masks", mask)
     registry.entry("samplers", spec.sampler)
     for problem in problems(spec):
@@ -115,13 +131,13 @@ def load_spec(path: Union[str, Path], registry: Optional[Registry] = None,
 def problems(spec: SweepSpec) -> Iterator[Problem]:
     """The grid, ordered so each mask and length finishes for every kernel before the next."""
     grid = itertools.product(spec.dtypes, spec.head_dims, spec.heads, spec.batches, spec.directions,
-                             spec.mask_names(), spec.seqlens, spec.kernels)
-    for dtype, head_dim, heads, batch, direction, mask, seqlen, kernel in grid:
+                             spec.mask_names())
+    for dtype, head_dim, heads, batch, direction, mask in grid:
         hq, hkv = parse_heads(heads)
-        yield Problem(kernel=kernel, mask=mask, seqlen=seqlen, heads_q=hq, heads_kv=hkv, head_dim=head_dim,
-                      batch=batch, dtype=dtype, direction=direction, device=spec.device, sampler=spec.sampler,
-                      seed=spec.seed, mask_params=dict(spec.mask_params.get(mask, {})),
-                      sampler_params=dict(spec.sampler_params))
+        for params, seqlen, kernel in itertools.product(spec.mask_param_sets(mask), spec.seqlens, spec.kernels):
+            yield Problem(kernel=kernel, mask=mask, seqlen=seqlen, heads_q=hq, heads_kv=hkv, head_dim=head_dim,
+                          batch=batch, dtype=dtype, direction=direction, device=spec.device, sampler=spec.sampler,
+                          seed=spec.seed, mask_params=dict(params), sampler_params=dict(spec.sampler_params))
 
 
 def measure_matmul_peak(device: str = "cuda", n: int = 8192) -> Optional[float]:

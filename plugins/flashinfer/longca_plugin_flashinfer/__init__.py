@@ -1,0 +1,1 @@
+"""longca kernel plugin `flashinfer`: flashinfer.sparse's block-sparse attention wrappers."""

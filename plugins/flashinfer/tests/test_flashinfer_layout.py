@@ -1,0 +1,87 @@
+"""The inputs longca builds for FlashInfer's sparse wrappers, checked on CPU against the reference.
+
+FlashInfer needs CUDA; `bsr_attention` and `variable_attention` apply the wrappers' documented
+semantics (BSR rows of R queries attend the listed C-key blocks; per-KV-head block maps over
+blocks of the given sizes) to what longca passes them. The GPU suite runs the real kernels.
+"""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from longca import reference
+from longca.problem import Problem, build_mask, make_inputs
+from longca_plugin_flashinfer import hooks, layout
+
+
+def attend(q, k, v, allowed):
+    """q (Hq, Sq, D), k/v (Hkv, Sk, D), allowed (Hq or 1, Sq, Sk) -> (Hq, Sq, D) float32."""
+    rep = q.shape[0] // k.shape[0]
+    k, v = k.float().repeat_interleave(rep, 0), v.float().repeat_interleave(rep, 0)
+    scores = q.float() @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    return torch.softmax(scores.masked_fill(~allowed, -math.inf), -1).nan_to_num(0.0) @ v
+
+
+def bsr_attention(indptr, indices, block, q, k, v):
+    """BlockSparseAttentionWrapper semantics on NHD q (M, Hq, D), k/v (N, Hkv, D)."""
+    m, n = q.shape[0], k.shape[0]
+    allowed = torch.zeros(m, n, dtype=torch.bool)
+    for row in range(len(indptr) - 1):
+        for col in indices[indptr[row]:indptr[row + 1]].tolist():
+            allowed[row * block:(row + 1) * block, col * block:(col + 1) * block] = True
+    return attend(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), allowed[None]).transpose(0, 1)
+
+
+def variable_attention(block_map, row_sizes, col_sizes, q, k, v):
+    """VariableBlockSparseAttentionWrapper semantics on HND q (Hq, S, D), k/v (Hkv, S, D)."""
+    rows = torch.repeat_interleave(torch.arange(block_map.shape[1]), row_sizes[0].long())
+    cols = torch.repeat_interleave(torch.arange(block_map.shape[2]), col_sizes[0].long())
+    allowed = block_map[:, rows][:, :, cols].repeat_interleave(q.shape[0] // k.shape[0], 0)
+    return attend(q, k, v, allowed)
+
+
+def problem(mask, heads, seqlen=256, block=64):
+    return Problem(kernel="flashinfer", mask=mask, seqlen=seqlen, heads_q=heads[0], heads_kv=heads[1],
+                   head_dim=16, dtype="float32", mask_params={"block": block, "density": 0.4})
+
+
+@pytest.mark.parametrize("heads", [(4, 4), (4, 2), (4, 1)])
+def test_folded_bsr_matches_reference(heads):
+    p = problem("block_sparse_uniform", heads)
+    m = build_mask(p)
+    q, k, v = make_inputs(p)
+    indptr, indices = layout.bsr(torch.from_numpy(m.layout.keep))
+    assert indptr.dtype == indices.dtype == torch.int32
+    groups = heads[1]
+    out = bsr_attention(indptr, indices, 64, layout.fold_q(q, groups), layout.fold_kv(k), layout.fold_kv(v))
+    out = layout.unfold_out(out, groups, p.seqlen)
+    torch.testing.assert_close(out, reference.attention(q, k, v, m), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("heads", [(4, 4), (4, 2)])
+def test_variable_inputs_match_reference(heads):
+    p = problem("block_sparse_variable", heads, seqlen=300)
+    m = build_mask(p)
+    q, k, v = make_inputs(p)
+    sizes = torch.from_numpy(np.diff(m.layout.q_bounds)).to(torch.int32).repeat(heads[1], 1)
+    out = variable_attention(torch.from_numpy(m.layout.keep), sizes, sizes,
+                             q[0].transpose(0, 1), k[0].transpose(0, 1), v[0].transpose(0, 1))
+    torch.testing.assert_close(out.transpose(0, 1)[None], reference.attention(q, k, v, m), atol=1e-5, rtol=1e-5)
+
+
+def test_variable_token_count_and_estimate():
+    p = problem("block_sparse_variable", (8, 8), seqlen=8192)
+    m = build_mask(p)
+    exact = layout.variable_tokens(m.layout.keep, np.diff(m.layout.q_bounds))
+    # one index per kept key token of every (KV head, row block): count the first row of each block
+    want = sum(int(m.dense((int(r), int(r) + 1)).sum()) for r in m.layout.q_bounds[:-1])
+    assert exact == want
+    estimate = layout.variable_tokens_estimate(8, 8192, 64, 0.4)
+    assert 0.8 < estimate / exact < 1.25
+
+
+def test_supports_reasons():
+    assert "batch" in hooks.supports(problem("block_sparse_uniform", (4, 4)).with_(batch=2))
+    assert "multiple of block 64" in hooks.supports(problem("block_sparse_uniform", (4, 4), seqlen=300))
+    assert hooks.supports(problem("block_sparse_uniform", (4, 2))) is None

@@ -1,0 +1,84 @@
+"""flex-sparse on CPU: tile classification, the BlockMask, one compiled forward against the reference.
+
+torch 2.13 runs FlexAttention's forward on CPU (compiled C++ kernel) but has no CPU backward,
+so the CPU cases are forward only; conformance (fwd and bwd) runs its CUDA cases on a GPU.
+"""
+import numpy as np
+import pytest
+import torch
+
+from longca.bench import RunOptions, run_problem
+from longca.problem import Problem, build_mask
+from longca.testing.conformance import run_conformance
+from longca_plugin_flex_sparse import blockmask, hooks
+
+
+def problem(mask, seqlen=256, heads=(4, 2), block=64, direction="fwd", device="cpu"):
+    return Problem(kernel="flex-sparse", mask=mask, seqlen=seqlen, heads_q=heads[0], heads_kv=heads[1],
+                   head_dim=32, dtype="float32", direction=direction, device=device,
+                   mask_params={"block": block, "density": 0.5})
+
+
+def brute_force(mask, tile):
+    """(full, partial) per (group, query tile, key tile) from the dense mask."""
+    dense = mask.dense()
+    groups, seqlen, _ = dense.shape
+    n = -(-seqlen // tile)
+    full = np.zeros((groups, n, n), dtype=bool)
+    partial = np.zeros_like(full)
+    for i in range(n):
+        for j in range(n):
+            cell = dense[:, i * tile:(i + 1) * tile, j * tile:(j + 1) * tile]
+            full[:, i, j] = cell.all(axis=(1, 2))
+            partial[:, i, j] = cell.any(axis=(1, 2)) & ~full[:, i, j]
+    return full, partial
+
+
+@pytest.mark.parametrize("mask,seqlen,block", [
+    ("block_sparse_uniform", 512, 64), ("block_sparse_uniform", 500, 128), ("block_sparse_uniform", 512, 256),
+    ("block_sparse_variable", 700, 64), ("block_sparse_variable", 700, 128), ("block_sparse_variable", 300, 16),
+])
+def test_classify_matches_dense_mask(mask, seqlen, block):
+    m = build_mask(problem(mask, seqlen, block=block))
+    tile = blockmask.tile_size(mask, block)
+    assert tile == (block if mask == "block_sparse_uniform" and block % 128 == 0 else 128)
+    full, partial = blockmask.classify(m.layout, tile, "cpu")
+    want_full, want_partial = brute_force(m, tile)
+    assert np.array_equal(full.numpy(), want_full) and np.array_equal(partial.numpy(), want_partial)
+    if mask == "block_sparse_uniform" and tile == block:
+        assert not partial.any()  # the map itself: every kept block is a full tile
+
+
+def test_block_mask_layout():
+    m = build_mask(problem("block_sparse_variable", 700, heads=(4, 2)))
+    built = blockmask.build(m.layout, 4, 128, "cpu")
+    full, partial = brute_force(m, 128)
+    assert (built.full_tiles, built.partial_tiles) == (int(full.sum()), int(partial.sum()))
+    present = built.block_mask.to_dense()[0].bool()  # (heads, tiles, tiles): full or partial
+    assert torch.equal(present, torch.from_numpy(full | partial).repeat_interleave(2, 0))
+    mask_mod = blockmask.lookup_mask_mod(m.layout, 4, "cpu")
+    q, k = torch.arange(700)[:, None], torch.arange(700)[None, :]
+    for head in range(4):
+        got = mask_mod(0, torch.tensor(head), q, k)
+        assert torch.equal(got, torch.from_numpy(m.dense()[head // 2]))
+
+
+def test_forward_on_cpu_matches_reference():
+    row = run_problem(problem("block_sparse_variable", heads=(4, 2)),
+                      RunOptions(warmup=0, repeat=1, samples=1, check=True))
+    assert row["status"] == "ok", row["reason"]
+    assert row["rel_err"] < 1e-4
+
+
+def test_backward_on_cpu_is_refused():
+    row = run_problem(problem("block_sparse_uniform", direction="bwd"), RunOptions(check=True))
+    assert row["status"] == "unsupported" and "no backward on CPU" in row["reason"]
+
+
+def test_conformance_cuda():
+    """The whole suite on a GPU (skipped cases here): CPU has no FlexAttention backward."""
+    run_conformance("flex-sparse", device="cuda")
+
+
+def test_supports():
+    assert hooks.supports(problem("block_sparse_uniform", device="cuda", direction="bwd")) is None

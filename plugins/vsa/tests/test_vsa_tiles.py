@@ -1,0 +1,91 @@
+"""The tile mapping of longca-plugin-vsa, checked on CPU against the float32 reference.
+
+VSA's kernels need CUDA; what runs here is the documented semantics of their inputs (block i
+on tile i, keys beyond `variable_block_sizes[i]` masked, padding rows dropped), applied by
+`emulate` to the tensors `prepare` builds. The GPU suite runs the real kernels.
+"""
+import math
+
+import pytest
+import torch
+
+from longca import reference
+from longca.problem import Problem, build_mask, make_inputs
+from longca_plugin_vsa import kernel, library, tiles
+from longca_plugin_vsa.hooks import supports
+
+
+def emulate(q, k, v, block_map, block_sizes):
+    """Block-sparse attention on (B, H, S_pad, D) tiles as VSA defines it, in float32."""
+    tile = tiles.TILE
+    padded = q.shape[2]
+    token_tile = torch.arange(padded) // tile
+    real_key = (torch.arange(padded) % tile) < block_sizes.long()[token_tile]
+    allowed = block_map[:, :, token_tile][:, :, :, token_tile] & real_key
+    scores = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    probs = torch.softmax(scores.masked_fill(~allowed, -math.inf), dim=-1).nan_to_num(0.0)
+    return probs @ v.float(), None
+
+
+def problem(mask, seqlen, direction="fwd", heads=(2, 2), **params):
+    return Problem(kernel="vsa", mask=mask, seqlen=seqlen, heads_q=heads[0], heads_kv=heads[1], head_dim=16,
+                   dtype="float32", direction=direction, mask_params={"block": 64, "density": 0.4, **params})
+
+
+@pytest.mark.parametrize("mask,seqlen", [("block_sparse_uniform", 256), ("block_sparse_uniform", 200),
+                                         ("block_sparse_variable", 300)])
+def test_tiles_match_reference(mask, seqlen):
+    p = problem(mask, seqlen, "bwd")
+    m = build_mask(p)
+    q, k, v = make_inputs(p, requires_grad=True)
+    t = tiles.make_tiles(m.layout, "cpu")
+    assert (t.dest is None) == (mask == "block_sparse_uniform" and seqlen % 64 == 0)
+    bmap = tiles.block_map(m.layout, 1, 2, "cpu")
+    out, _ = emulate(tiles.to_tiles(q, t), tiles.to_tiles(k, t), tiles.to_tiles(v, t), bmap, t.block_sizes)
+    out = tiles.from_tiles(out, t)
+    ref = reference.attention(q, k, v, m)
+    assert out.shape == q.shape
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    dout = torch.randn_like(out)
+    got = torch.autograd.grad(out, (q, k, v), dout)
+    want = torch.autograd.grad(ref, (q, k, v), dout)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
+
+
+def test_block_sizes_and_padding():
+    m = build_mask(problem("block_sparse_variable", 500))
+    t = tiles.make_tiles(m.layout, "cpu")
+    sizes = torch.from_numpy(m.layout.q_bounds).diff()
+    assert t.block_sizes.dtype == torch.int32 and torch.equal(t.block_sizes.long(), sizes)
+    assert t.padded_len == 64 * len(sizes) and int(sizes[:-1].min()) >= 32  # the last block is cut at S
+    assert t.dest.unique().numel() == 500 and int(t.dest.max()) < t.padded_len
+
+
+def test_layout_that_does_not_fit_is_refused():
+    m = build_mask(problem("block_sparse_variable", 512, block=128))
+    with pytest.raises(ValueError, match="does not fit"):
+        tiles.make_tiles(m.layout, "cpu")
+
+
+def test_supports_reasons():
+    assert "block must be 64" in supports(problem("block_sparse_uniform", 256, block=128))
+    assert "block must be 64" in supports(Problem(kernel="vsa", mask="block_sparse_uniform", seqlen=256))
+    assert "batch" in supports(problem("block_sparse_uniform", 256).with_(batch=2))
+    assert supports(problem("block_sparse_variable", 256)) is None
+
+
+def test_available_reasons(monkeypatch):
+    """Library missing, or present without CUDA: each says so; prepare refuses with the reason."""
+    monkeypatch.setattr(library, "installed", lambda: [])
+    library.find.cache_clear()
+    assert "neither fastvideo-kernel" in library.find("tk")[1]
+    p = problem("block_sparse_uniform", 256)
+    q, _, _ = make_inputs(p)
+    with pytest.raises(RuntimeError, match="unavailable: neither"):
+        kernel.prepare("tk", p, build_mask(p), q)
+    monkeypatch.setattr(library, "installed", lambda: ["vsa"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    library.find.cache_clear()
+    assert "vsa installed, but no CUDA GPU is visible" in library.find("triton")[1]
+    library.find.cache_clear()

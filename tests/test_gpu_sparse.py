@@ -1,0 +1,56 @@
+"""GPU suite of the block-sparse kernels: each against the float32 reference on the same block map.
+
+`pytest -m gpu tests/test_gpu_sparse.py` on a CUDA machine; skipped without CUDA. A kernel whose
+library is not installed there is skipped with its `available()` reason; anything else that is
+not `ok` (unsupported, error, incorrect) fails. Sizes are small but cover full tiles, a ragged
+last block, variable blocks, MHA and GQA, forward and backward.
+"""
+from __future__ import annotations
+
+import pytest
+
+from longca.bench import RunOptions, run_problem
+from longca.problem import Problem
+
+pytestmark = pytest.mark.gpu
+OPTIONS = RunOptions(warmup=1, repeat=3, samples=1, check=True)
+
+# kernel, mask, seqlen, block, heads, head_dim, directions
+CASES = [
+    ("vsa", "block_sparse_uniform", 1024, 64, (2, 2), 128, ("fwd", "bwd")),
+    ("vsa", "block_sparse_uniform", 1000, 64, (2, 2), 64, ("fwd", "bwd")),
+    ("vsa", "block_sparse_variable", 1000, 64, (2, 2), 128, ("fwd", "bwd")),
+    ("vsa-triton", "block_sparse_uniform", 1024, 64, (2, 2), 128, ("fwd", "bwd")),
+    ("vsa-triton", "block_sparse_uniform", 1000, 64, (2, 2), 64, ("fwd", "bwd")),
+    ("vsa-triton", "block_sparse_variable", 1000, 64, (2, 2), 128, ("fwd", "bwd")),
+    ("fa2-sparse", "block_sparse_uniform", 1024, 128, (4, 4), 128, ("fwd", "bwd")),
+    ("fa2-sparse", "block_sparse_uniform", 1000, 128, (4, 2), 64, ("fwd", "bwd")),
+    ("flashinfer", "block_sparse_uniform", 1024, 64, (4, 4), 128, ("fwd",)),
+    ("flashinfer", "block_sparse_uniform", 1024, 128, (8, 2), 128, ("fwd",)),
+    ("flashinfer", "block_sparse_variable", 1000, 64, (4, 4), 128, ("fwd",)),
+    ("flashinfer", "block_sparse_variable", 1000, 128, (8, 2), 64, ("fwd",)),
+    ("flex-sparse", "block_sparse_uniform", 1024, 64, (4, 4), 128, ("fwd", "bwd")),
+    ("flex-sparse", "block_sparse_uniform", 1024, 128, (4, 2), 128, ("fwd", "bwd")),
+    ("flex-sparse", "block_sparse_uniform", 1024, 256, (4, 2), 64, ("fwd", "bwd")),
+    ("flex-sparse", "block_sparse_variable", 1000, 64, (4, 2), 128, ("fwd", "bwd")),
+    ("flex-sparse", "block_sparse_variable", 1000, 128, (4, 4), 128, ("fwd", "bwd")),
+]
+
+
+def _params():
+    for kernel, mask, seqlen, block, heads, head_dim, directions in CASES:
+        for direction in directions:
+            yield pytest.param(kernel, mask, seqlen, block, heads, head_dim, direction,
+                               id=f"{kernel}-{mask}-S{seqlen}-b{block}-{heads[0]}:{heads[1]}-d{head_dim}-{direction}")
+
+
+@pytest.mark.parametrize("kernel,mask,seqlen,block,heads,head_dim,direction", list(_params()))
+def test_sparse_kernel_matches_reference(kernel, mask, seqlen, block, heads, head_dim, direction):
+    problem = Problem(kernel=kernel, mask=mask, seqlen=seqlen, heads_q=heads[0], heads_kv=heads[1],
+                      head_dim=head_dim, dtype="bfloat16", direction=direction, device="cuda",
+                      mask_params={"block": block, "density": 0.4})
+    row = run_problem(problem, OPTIONS)
+    if row["status"] == "unsupported" and str(row["reason"]).startswith("unavailable"):
+        pytest.skip(row["reason"])
+    assert row["status"] == "ok", f"{row['status']}: {row['reason']} (errors {row.get('rel_err_detail')})"
+    assert row["tflops"] and row["peak_mem_bytes"]
