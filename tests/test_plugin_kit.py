@@ -184,3 +184,15 @@ def test_new_plugin_command(tmp_path):
     missing = runner.invoke(app, ["new-plugin", "other", "--output", str(tmp_path / "w"),
                                   "--template", str(tmp_path / "nowhere")])
     assert missing.exit_code == 2 and "plugin template not found" in missing.output
+
+
+def test_template_compare_spec_is_a_valid_sweep_over_all_masks():
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    from longca.sweep import SpecFile
+
+    spec = SpecFile.model_validate(tomllib.loads((TEMPLATE / "compare.toml").read_text())).sweep
+    assert spec.kernels == ["mykernel", "fa4", "flex", "cudnn"] and len(spec.mask_names()) == 14
