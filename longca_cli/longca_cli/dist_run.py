@@ -22,17 +22,21 @@ COLUMNS = ["strategy", "kernel", "world_size", "mask", "seqlen", "direction", "s
            "tflops", "rel_err", "reason"]
 
 
-def _show(row: dict[str, Any], fmt: str) -> None:
+def _show(rows: list[dict[str, Any]], fmt: str) -> None:
     if fmt == "json":
-        render.result_row(row, fmt)
+        for row in rows:
+            render.result_row(row, fmt)
         return
-    shown = dict(row)
-    for key in ("ms_median", "ms_max_rank", "tflops"):
-        if shown.get(key) is not None:
-            shown[key] = f"{shown[key]:.4g}"
-    if shown.get("rel_err") is not None:
-        shown["rel_err"] = f"{shown['rel_err']:.2e}"
-    typer.echo(render.table([shown], COLUMNS))
+    shown = []
+    for row in rows:
+        cells = dict(row)
+        for key in ("ms_median", "ms_max_rank", "tflops"):
+            if cells.get(key) is not None:
+                cells[key] = f"{cells[key]:.4g}"
+        if cells.get("rel_err") is not None:
+            cells["rel_err"] = f"{cells['rel_err']:.2e}"
+        shown.append(cells)
+    typer.echo(render.table(shown, COLUMNS))
 
 
 def _failed_row(problem, options: dict, exc: BaseException) -> dict[str, Any]:
@@ -46,29 +50,48 @@ def _failed_row(problem, options: dict, exc: BaseException) -> dict[str, Any]:
     return row
 
 
-def _measure_here(problem, options: dict, run, backend: str, timeout_s: int) -> Optional[dict[str, Any]]:
+def _measure_here(cases: list, run, backend: str, device: str, timeout_s: int) -> list[dict[str, Any]]:
     """In this process: joined to torchrun's group, or a group of one."""
     import torch.distributed as dist
 
     from longca.cp.launch import init_group, under_torchrun
-    from longca.cp.measure import measure
+    from longca.cp.measure import measure_in_group
 
     with tempfile.TemporaryDirectory(prefix="longca-cp-") as tmp:
         if under_torchrun():
-            device = init_group(backend, problem.device, timeout_s=timeout_s)
+            local = init_group(backend, device, timeout_s=timeout_s)
         else:
-            device = init_group(backend, problem.device, 0, 1, f"file://{os.path.join(tmp, 'store')}", timeout_s)
+            local = init_group(backend, device, 0, 1, f"file://{os.path.join(tmp, 'store')}", timeout_s)
         try:
-            row = measure(problem.with_(device=device), options, run)
+            return measure_in_group(local, cases, asdict(run))
         finally:
             dist.destroy_process_group()
-    if row is not None:
-        row["device"] = problem.device
-    return row
+
+
+def _strategies(text: str) -> list[str]:
+    from longca.plugins import get_registry
+
+    names = get_registry().names("strategies") if text == "all" else [t.strip() for t in text.split(",") if t.strip()]
+    for name in names:
+        get_registry().strategy(name)  # unknown names are input errors
+    return names
+
+
+def _options_for(strategy: str, given: dict[str, Any], strategies: list[str]) -> dict[str, Any]:
+    """With one strategy every option is its own; with several, each takes the options it declares."""
+    if len(strategies) == 1:
+        return given
+    from longca.plugins import get_registry
+
+    registry = get_registry()
+    unknown = [n for n in given if not any(n in registry.strategy(s).options for s in strategies)]
+    if unknown:
+        raise LongcaError(f"no strategy among {', '.join(strategies)} takes option {', '.join(unknown)}")
+    return {n: v for n, v in given.items() if n in registry.strategy(strategy).options}
 
 
 def dist_run(
-    strategy: str = typer.Option(..., help="CP strategy (see list-cp)"),
+    strategy: str = typer.Option(..., help="CP strategy (see list-cp); several comma-separated, or all"),
     inner: str = typer.Option("reference", help="inner kernel: any kernel with forward_lse/backward_lse"),
     nproc: Optional[int] = typer.Option(None, help="processes to start on this host (default: torchrun's, else 1)"),
     backend: Optional[str] = typer.Option(None, help="nccl or gloo (default: nccl on cuda, gloo on cpu)"),
@@ -92,14 +115,14 @@ def dist_run(
     output: Optional[Path] = typer.Option(None, help="also append the row to OUTPUT/results.jsonl"),
     fmt: str = typer.Option("table", "--format", "-f", help="table or json"),
 ) -> None:
-    """Measure one context-parallel case: per-rank times, TFLOP/s per GPU from the mean rank time."""
+    """Measure context-parallel strategies on one case: one row each, TFLOP/s per GPU from the mean rank time."""
     if fmt not in ("table", "json"):
         raise LongcaError(f"unknown format {fmt!r}; known: table, json")
     from longca.bench import RunOptions, check_device
     from longca.cp.launch import default_backend, spawn, under_torchrun
     from longca.cp.measure import measure_in_group, resolve, unsupported
     from longca.problem import Problem
-    from longca.results import ResultsWriter
+    from longca.results import ResultsWriter, new_row
     from longca.sizes import parse_heads, parse_size
 
     from .main import default_device, parse_params
@@ -125,33 +148,42 @@ def dist_run(
         if world > torch.cuda.device_count():
             raise LongcaError(f"--nproc {world} needs {world} GPUs, this host has {torch.cuda.device_count()}")
     hq, hkv = parse_heads(heads)
-    problem = Problem(kernel=inner, mask=mask, seqlen=parse_size(seqlen), heads_q=hq, heads_kv=hkv,
-                      head_dim=head_dim, batch=batch, dtype=dtype, direction=direction, device=device,
-                      sampler=sampler, seed=seed, mask_params=parse_params(mask_param, "--mask-param"),
-                      sampler_params=parse_params(sampler_param, "--sampler-param"), strategy=strategy,
-                      world_size=world)
-    options = resolve(problem, parse_params(option, "--option"))
-    rank0 = int(os.environ.get("RANK", "0")) == 0
-    reason = unsupported(problem, options)
-    if reason:
-        from longca.results import new_row
-
-        row = new_row(problem)
-        row.update(strategy_options=options, status="unsupported", reason=reason)
-    else:
-        run = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check)
-        if torchrun or world == 1:
-            row = _measure_here(problem, options, run, backend, timeout)
+    names = _strategies(strategy)
+    given = parse_params(option, "--option")
+    rows: dict[str, dict[str, Any]] = {}
+    cases = []
+    for name in names:
+        problem = Problem(kernel=inner, mask=mask, seqlen=parse_size(seqlen), heads_q=hq, heads_kv=hkv,
+                          head_dim=head_dim, batch=batch, dtype=dtype, direction=direction, device=device,
+                          sampler=sampler, seed=seed, mask_params=parse_params(mask_param, "--mask-param"),
+                          sampler_params=parse_params(sampler_param, "--sampler-param"), strategy=name,
+                          world_size=world)
+        options = resolve(problem, _options_for(name, given, names))
+        reason = unsupported(problem, options)
+        if reason:
+            rows[name] = {**new_row(problem), "strategy_options": options, "status": "unsupported", "reason": reason}
         else:
-            try:
-                row = spawn(measure_in_group, world, backend, device, (asdict(problem), options, asdict(run)),
-                            timeout)[0]
-            except Exception as exc:  # noqa: BLE001 - a rank died: the row says why
-                row = _failed_row(problem, options, exc)
-    if not rank0 or row is None:
+            cases.append((asdict(problem), options))
+    if cases:
+        run = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check)
+        try:
+            if torchrun or world == 1:
+                measured = _measure_here(cases, run, backend, device, timeout)
+            else:
+                measured = spawn(measure_in_group, world, backend, device, (cases, asdict(run)), timeout)[0]
+            rows.update({row["strategy"]: row for row in measured})
+        except LongcaError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a rank died: the rows say why
+            for fields, options in cases:
+                rows[fields["strategy"]] = _failed_row(Problem(**fields), options, exc)
+    if int(os.environ.get("RANK", "0")) != 0:
         return
+    ordered = [rows[name] for name in names]
     if output:
-        ResultsWriter(output / "results.jsonl").append(row)
-    _show(row, fmt)
-    if row["status"] not in ("ok", "unsupported"):
+        writer = ResultsWriter(output / "results.jsonl")
+        for row in ordered:
+            writer.append(row)
+    _show(ordered, fmt)
+    if any(row["status"] not in ("ok", "unsupported") for row in ordered):
         raise typer.Exit(1)

@@ -143,11 +143,17 @@ def measure(problem: Problem, options: dict[str, Any], run: Optional[RunOptions]
     return row
 
 
-def measure_in_group(device: str, problem_fields: dict[str, Any], options: dict[str, Any],
-                     run_fields: dict[str, Any]) -> Optional[dict[str, Any]]:
-    """`measure` in a spawned group (see `launch.spawn`): arguments as plain dicts, device per rank."""
-    problem = Problem(**{**problem_fields, "device": device})
-    row = measure(problem, options, RunOptions(**run_fields))
-    if row is not None:
-        row["device"] = problem_fields["device"]
-    return row
+def measure_in_group(device: str, cases: list[tuple[dict[str, Any], dict[str, Any]]],
+                     run_fields: dict[str, Any]) -> list[dict[str, Any]]:
+    """`measure` of each (problem fields, options) case in a spawned group (see `launch.spawn`).
+
+    Arguments are plain dicts (they cross process boundaries); rows come back from rank 0 with
+    the problem's own device name, an empty list from the other ranks.
+    """
+    rows = []
+    for fields, options in cases:
+        row = measure(Problem(**{**fields, "device": device}), options, RunOptions(**run_fields))
+        if row is not None:
+            row["device"] = fields["device"]
+            rows.append(row)
+    return rows

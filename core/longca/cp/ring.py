@@ -122,7 +122,8 @@ def ring_backward(dout, q, k, v, out, lse, plan: RingPlan):
                 got = inner_dkv.wait()
                 dk.add_full(got[0])
                 dv.add_full(got[1])
-            block = [dk.result(torch.float32), dv.result(torch.float32)]
+            travels = plan.window > 1 or plan.windows > 1  # sums that cross ranks are kept in float32
+            block = [dk.result(torch.float32 if travels else None), dv.result(torch.float32 if travels else None)]
             inner_dkv = _inner_exchange(plan, block) if plan.window > 1 else None
             if nxt is not None:
                 cur = tuple(nxt.wait())

@@ -43,8 +43,9 @@ def backward(dout, q, k, v, out, lse, plan: AllGatherPlan):
     k_all, v_all = _gather(k, plan), _gather(v, plan)
     dq, dk, dv = GradAccumulator(q), GradAccumulator(k_all), GradAccumulator(v_all)
     backward_calls(plan.inner, dout, q, k_all, v_all, out, lse, plan.calls, dq, dk, dv)
-    dk_l = reduce_scatter_seq(plan.layout.split(dk.result(torch.float32)), plan.group)
-    dv_l = reduce_scatter_seq(plan.layout.split(dv.result(torch.float32)), plan.group)
+    wide = torch.float32 if plan.layout.world_size > 1 else None  # partial sums cross ranks in float32
+    dk_l = reduce_scatter_seq(plan.layout.split(dk.result(wide)), plan.group)
+    dv_l = reduce_scatter_seq(plan.layout.split(dv.result(wide)), plan.group)
     return dq.result(q.dtype), dk_l.to(k.dtype), dv_l.to(v.dtype)
 
 
