@@ -31,6 +31,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(skip)
 
 
+def run_case(case: Any) -> None:
+    """Run one conformance case (`longca.testing.conformance.Case`); its skip becomes a pytest skip."""
+    from .conformance import ConformanceSkip
+
+    try:
+        case.run()
+    except ConformanceSkip as exc:
+        pytest.skip(str(exc))
+
+
 def conformance_tests(kernel: str, *, seqlen: Optional[int] = None, head_dim: Optional[int] = None,
                       heads: Optional[tuple[int, int]] = None, devices: Optional[tuple[str, ...]] = None
                       ) -> Callable[..., None]:
@@ -39,7 +49,7 @@ def conformance_tests(kernel: str, *, seqlen: Optional[int] = None, head_dim: Op
     `seqlen`, `head_dim`, `heads` change the problem sizes (defaults 256, 64 or the first declared
     head dim, 4:2); `devices` restricts the devices (default cpu and cuda).
     """
-    from .conformance import ConformanceSkip, Settings, conformance_cases
+    from .conformance import Settings, conformance_cases
     from ..specs import DEVICES
 
     overrides = {k: v for k, v in (("seqlen", seqlen), ("head_dim", head_dim), ("heads", heads)) if v}
@@ -50,10 +60,7 @@ def conformance_tests(kernel: str, *, seqlen: Optional[int] = None, head_dim: Op
 
     @pytest.mark.parametrize("longca_case", params)
     def test_conformance(longca_case: Any) -> None:
-        try:
-            longca_case.run()
-        except ConformanceSkip as exc:
-            pytest.skip(str(exc))
+        run_case(longca_case)
 
     test_conformance.__doc__ = f"longca conformance of kernel {kernel!r}"
     return test_conformance
