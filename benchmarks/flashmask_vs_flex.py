@@ -35,11 +35,8 @@ log = logging.getLogger("flashmask_vs_flex")
 HETEROGENEOUS = ("share_question", "causal_blockwise", "prefix_lm_causal", "prefix_lm_document",
                  "global_sliding_window", "block_causal_document")
 MASKS = HETEROGENEOUS + ("causal_document",)
-# candidate settings for --tune (H100/H200, head_dim 128): (tile m, tile n, warps, stages)
-# (those that compile without register spills for Triton 3.6 on sm_90, and Flex's own choices)
-FWD_CANDIDATES = [(128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3)]
-DKV_CANDIDATES = [(32, 128, 8, 3), (64, 128, 8, 3), (64, 64, 8, 3)]
-DQ_CANDIDATES = [(128, 64, 8, 3), (128, 64, 8, 2)]
+# --tune: backward schedules tried on the H200 (the tiles were swept in an earlier run, see the README)
+BWD_CANDIDATES = [dict(dkv_head_minor=m, bwd_streams=s) for m in (0, 1) for s in (1, 2)]
 
 
 # ---------------------------------------------------------------- FlexAttention fallback
@@ -49,6 +46,11 @@ def builtin_flex_spec() -> KernelSpec:
     """Compiled FlexAttention with a BlockMask from create_block_mask over the FlashMask bounds."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
+    import torch._functorch.config as functorch_config
+
+    # run_problem times backward repeatedly over one graph (retain_graph=True), which compiled
+    # backward graphs with donated buffers refuse
+    functorch_config.donated_buffer = False
     compiled = torch.compile(flex_attention, dynamic=False)
 
     def prepare(problem, mask, q, k, v):
@@ -113,59 +115,51 @@ def _time(spec: KernelSpec, problem: Problem, warmup: int, repeat: int) -> float
 
 
 def tune(registry: Registry, base: Problem, masks: list[str]) -> tuple[dict[str, int], list[str]]:
-    """Pick the fastest forward, dK/dV and dQ settings on `masks` at the base problem's size."""
+    """Pick the fastest backward schedule (BWD_CANDIDATES) on `masks` at the base problem's size."""
     from longca_plugin_flashmask import configs
 
     spec = registry.kernel("flashmask")
-    lines = ["| part | tile m | tile n | warps | stages | ms (sum over masks) |", "|---|---|---|---|---|---|"]
-    best: dict[str, int] = {}
-
-    def sweep(part: str, candidates, direction: str, names: tuple[str, str, str, str]):
-        results = []
-        for cand in candidates:
-            fields = dict(zip(names, cand))
-            try:
-                with configs.override(**best, **fields):
-                    ms = sum(_time(spec, base.with_(mask=m, direction=direction), 3, 10) for m in masks)
-            except Exception as exc:  # noqa: BLE001 - a setting that does not compile is skipped
-                log.warning("%s %s failed: %s", part, cand, str(exc).splitlines()[0][:200])
-                ms = math.inf
-            results.append((ms, cand))
-            lines.append(f"| {part} | {' | '.join(map(str, cand))} | {ms:.3f} |")
-            print(lines[-1], flush=True)
-        ms, cand = min(results)
-        if math.isfinite(ms):
-            best.update(zip(names, cand))
-
-    sweep("fwd", FWD_CANDIDATES, "fwd", ("fwd_m", "fwd_n", "fwd_warps", "fwd_stages"))
-    sweep("dkdv", DKV_CANDIDATES, "bwd", ("dkv_m", "dkv_n", "dkv_warps", "dkv_stages"))
-    sweep("dq", DQ_CANDIDATES, "bwd", ("dq_m", "dq_n", "dq_warps", "dq_stages"))
-    lines.append(f"\nchosen: {best}")
-    return best, lines
+    lines = [f"backward, S={base.seqlen}, masks {', '.join(masks)}", "",
+             "| setting | ms (sum over masks) |", "|---|---|"]
+    results = []
+    for cand in BWD_CANDIDATES:
+        try:
+            with configs.override(**cand):
+                ms = sum(_time(spec, base.with_(mask=m, direction="bwd"), 3, 10) for m in masks)
+        except Exception as exc:  # noqa: BLE001 - a setting that fails is skipped
+            log.warning("%s failed: %s", cand, str(exc).splitlines()[0][:200])
+            ms = math.inf
+        results.append((ms, sorted(cand.items())))
+        lines.append(f"| {cand} | {ms:.3f} |")
+        print(lines[-1], flush=True)
+    ms, best = min(results)
+    chosen = dict(best) if math.isfinite(ms) else {}
+    lines.append(f"\nchosen: {chosen}")
+    return chosen, lines
 
 
 # ---------------------------------------------------------------- measurement and outputs
 
 
 def measure(registry: Registry, base: Problem, masks: list[str], seqlens: list[int], options: RunOptions,
-            rows_path: Path) -> list[dict[str, Any]]:
+            f) -> list[dict[str, Any]]:
+    """Both kernels, forward and backward, on every mask and length; rows appended to the file f."""
     rows = []
-    with rows_path.open("w") as f:
-        for seqlen in seqlens:
-            for mask in masks:
-                for kernel in ("flashmask", "flex"):
-                    for direction in ("fwd", "bwd"):
-                        problem = base.with_(kernel=kernel, mask=mask, seqlen=seqlen, direction=direction)
-                        start = time.perf_counter()
-                        row = run_problem(problem, options, registry)
-                        row["wall_s"] = round(time.perf_counter() - start, 2)
-                        rows.append(row)
-                        f.write(json.dumps(row, default=str) + "\n")
-                        f.flush()
-                        tf = row.get("tflops")
-                        print(f"{mask:22s} {seqlen:6d} {kernel:9s} {direction} {row['status']:11s} "
-                              f"{(tf or 0):7.1f} TFLOP/s  {row.get('ms_median') or 0:9.3f} ms  "
-                              f"({row['wall_s']} s) {row.get('reason') or ''}", flush=True)
+    for seqlen in seqlens:
+        for mask in masks:
+            for kernel in ("flashmask", "flex"):
+                for direction in ("fwd", "bwd"):
+                    problem = base.with_(kernel=kernel, mask=mask, seqlen=seqlen, direction=direction)
+                    start = time.perf_counter()
+                    row = run_problem(problem, options, registry)
+                    row["wall_s"] = round(time.perf_counter() - start, 2)
+                    rows.append(row)
+                    f.write(json.dumps(row, default=str) + "\n")
+                    f.flush()
+                    tf = row.get("tflops")
+                    print(f"{mask:22s} {seqlen:6d} {kernel:9s} {direction} {row['status']:11s} "
+                          f"{(tf or 0):7.1f} TFLOP/s  {row.get('ms_median') or 0:9.3f} ms  "
+                          f"({row['wall_s']} s) {row.get('reason') or ''}", flush=True)
     return rows
 
 
@@ -264,7 +258,7 @@ def main() -> None:
     parser.add_argument("--flex", choices=("auto", "plugin", "builtin"), default="auto")
     parser.add_argument("--tune", action="store_true", help="pick flashmask's tiles first (at --tune-seqlen)")
     parser.add_argument("--tune-seqlen", default="16k")
-    parser.add_argument("--tune-masks", default="share_question,causal_blockwise")
+    parser.add_argument("--tune-masks", default="share_question,causal_blockwise,prefix_lm_causal")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
@@ -290,13 +284,15 @@ def main() -> None:
     env["flashmask_config"] = {**vars(configs.config(args.head_dim, "cuda", max(seqlens))), **best}
     (out / "run.json").write_text(json.dumps(env, indent=1, default=str) + "\n")
     options = RunOptions(warmup=args.warmup, repeat=args.repeat, samples=1)
-    with configs.override(**best):
-        rows = measure(registry, base, masks, seqlens, options, out / "results.jsonl")
-    text, ratios = table(rows, masks, seqlens)
     title = (f"flashmask vs flex ({flex_mode}), {env.get('gpu', '?')}, {args.dtype}, heads {args.heads}, "
              f"head_dim {args.head_dim}")
-    (out / "table.md").write_text(f"{title}\n\n{text}")
-    plot(rows, masks, seqlens, out / "plot.png", title)
+    rows: list[dict[str, Any]] = []
+    with configs.override(**best), (out / "results.jsonl").open("w") as f:
+        for seqlen in seqlens:  # outputs rewritten after each length: an interrupted run keeps them
+            rows += measure(registry, base, masks, [seqlen], options, f)
+            text, ratios = table(rows, masks, seqlens)
+            (out / "table.md").write_text(f"{title}\n\n{text}")
+            plot(rows, masks, seqlens, out / "plot.png", title)
     hetero = [r for r in ratios if r["mask"] in HETEROGENEOUS and r["seqlen"] >= 16384]
     summary = {d: min((r[d] for r in hetero if r[d]), default=None) for d in ("fwd", "bwd")}
     print(title)

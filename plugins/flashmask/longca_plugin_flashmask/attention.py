@@ -130,23 +130,52 @@ def backward(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     kern.bwd_preprocess_kernel[(batch * heads, -(-sq // pre_m))](
         out, dout, lse, delta, lse2, out.stride(0), out.stride(1), out.stride(2),
         dout.stride(0), dout.stride(1), dout.stride(2), sq, H=heads, D=dim, BM=pre_m)
-    kern.bwd_dkdv_kernel[(batch * heads_kv, cols.order.numel())](
-        q, k, v, dout, lse2, delta, dk, dv, plan.bounds, cols.cnt, cols.idx, cols.order,
-        scale, scale * LOG2E, *common,
-        dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
-        sq, sk, cols.inner, H=heads, GROUP=group, D=dim, BM=cfg.dkv_m, BN=cfg.dkv_n,
-        EVEN_M=sq % cfg.dkv_m == 0, EVEN_N=sk % cfg.dkv_n == 0,
-        num_warps=cfg.dkv_warps, num_stages=cfg.dkv_stages,
-    )
-    kern.bwd_dq_kernel[(batch * heads, rows.order.numel())](
-        q, k, v, dout, lse2, delta, dq, plan.bounds, rows.cnt, rows.idx, rows.order,
-        scale, scale * LOG2E, *common,
-        dq.stride(0), dq.stride(1), dq.stride(2),
-        sq, sk, rows.inner, H=heads, GROUP=group, D=dim, BM=cfg.dq_m, BN=cfg.dq_n,
-        EVEN_M=sq % cfg.dq_m == 0, EVEN_N=sk % cfg.dq_n == 0,
-        num_warps=cfg.dq_warps, num_stages=cfg.dq_stages,
-    )
+    def launch_dkdv() -> None:
+        kern.bwd_dkdv_kernel[(batch * heads_kv, cols.order.numel())](
+            q, k, v, dout, lse2, delta, dk, dv, plan.bounds, cols.cnt, cols.idx, cols.order,
+            scale, scale * LOG2E, *common,
+            dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
+            sq, sk, cols.inner, H=heads, GROUP=group, D=dim, BM=cfg.dkv_m, BN=cfg.dkv_n,
+            EVEN_M=sq % cfg.dkv_m == 0, EVEN_N=sk % cfg.dkv_n == 0, HEAD_MINOR=bool(cfg.dkv_head_minor),
+            num_warps=cfg.dkv_warps, num_stages=cfg.dkv_stages,
+        )
+
+    def launch_dq() -> None:
+        kern.bwd_dq_kernel[(batch * heads, rows.order.numel())](
+            q, k, v, dout, lse2, delta, dq, plan.bounds, rows.cnt, rows.idx, rows.order,
+            scale, scale * LOG2E, *common,
+            dq.stride(0), dq.stride(1), dq.stride(2),
+            sq, sk, rows.inner, H=heads, GROUP=group, D=dim, BM=cfg.dq_m, BN=cfg.dq_n,
+            EVEN_M=sq % cfg.dq_m == 0, EVEN_N=sk % cfg.dq_n == 0,
+            num_warps=cfg.dq_warps, num_stages=cfg.dq_stages,
+        )
+
+    if cfg.bwd_streams > 1 and q.is_cuda:
+        _side_by_side(launch_dkdv, launch_dq, (dk, dv))
+    else:
+        launch_dkdv()
+        launch_dq()
     return dq.to(dtype), dk.to(dtype), dv.to(dtype)
+
+
+_SIDE_STREAMS: dict[torch.device, torch.cuda.Stream] = {}
+
+
+def _side_by_side(first, second, first_outputs) -> None:
+    """Run `first` on a side stream and `second` on the current one, then join.
+
+    The dK/dV grid has few, long programs; with the dQ kernel beside it the GPU fills the last,
+    partly empty wave of one with programs of the other.
+    """
+    main = torch.cuda.current_stream()
+    side = _SIDE_STREAMS.setdefault(main.device, torch.cuda.Stream(main.device))
+    side.wait_stream(main)
+    with torch.cuda.stream(side):
+        first()
+    second()
+    for t in first_outputs:
+        t.record_stream(side)
+    main.wait_stream(side)
 
 
 class FlashMaskAttention(torch.autograd.Function):

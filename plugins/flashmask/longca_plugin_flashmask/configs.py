@@ -13,7 +13,8 @@ from typing import Iterator, Optional
 
 @dataclass(frozen=True)
 class Config:
-    """Forward (fwd_m x fwd_n), dK/dV (dkv_m x dkv_n) and dQ (dq_m x dq_n) tiles, warps, stages."""
+    """Forward (fwd_m x fwd_n), dK/dV (dkv_m x dkv_n) and dQ (dq_m x dq_n) tiles, warps, stages,
+    and two backward schedule switches."""
 
     fwd_m: int
     fwd_n: int
@@ -27,12 +28,15 @@ class Config:
     dq_n: int
     dq_warps: int
     dq_stages: int
+    dkv_head_minor: int = 0  # dK/dV loop order: 1 = the GROUP heads of a query block back to back
+    bwd_streams: int = 1  # 2 = dK/dV and dQ kernels on two CUDA streams, so one fills the other's tail
 
 
-# chosen without register spills (Triton 3.6, sm_90: `cuobjdump --dump-resource-usage`)
+# head_dim 128: the fastest of a sweep on the H200 (docs/results/h200/flashmask/tuning.md);
+# head_dim 64: settings that compile without register spills (Triton 3.6, sm_90)
 GPU = {
     64: Config(128, 128, 8, 3, 64, 128, 8, 3, 128, 64, 8, 3),
-    128: Config(128, 64, 8, 3, 32, 128, 8, 3, 128, 64, 8, 3),
+    128: Config(128, 128, 8, 3, 64, 128, 8, 3, 128, 64, 8, 3),
 }
 _override: Optional[dict] = None
 

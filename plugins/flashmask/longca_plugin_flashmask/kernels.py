@@ -134,7 +134,8 @@ def bwd_dkdv_kernel(Q, K, V, DO, LSE2, DELTA, DK, DV, BOUNDS, CNT, IDX, ORDER, s
                     stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs, stride_dvh,
                     SQ, SK, NQB,
                     H, GROUP: tl.constexpr, D: tl.constexpr,
-                    BM: tl.constexpr, BN: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr):
+                    BM: tl.constexpr, BN: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr,
+                    HEAD_MINOR: tl.constexpr):
     """One program: dK, dV of BN key columns of one (batch, KV head), summed over its GROUP query heads."""
     off_bk = tl.program_id(0)
     kb = tl.load(ORDER + tl.program_id(1))
@@ -164,43 +165,48 @@ def bwd_dkdv_kernel(Q, K, V, DO, LSE2, DELTA, DK, DV, BOUNDS, CNT, IDX, ORDER, s
     offs_m = tl.arange(0, BM)
     q_offs = offs_m[:, None] * stride_qs + dims[None, :]
     do_offs = offs_m[:, None] * stride_dos + dims[None, :]
-    for g in range(GROUP):
-        h = hk * GROUP + g
-        q_base = Q + (b64 * stride_qb + h * stride_qh)
-        do_base = DO + (b64 * stride_dob + h * stride_doh)
-        lse_base = LSE2 + (b * H + h) * SQ
-        delta_base = DELTA + (b * H + h) * SQ
-        for phase in tl.static_range(2):
-            n = tl.load(CNT + kb * 2 + phase)
-            idx_base = IDX + (kb * 2 + phase) * NQB
-            for j in range(n):
-                row0 = tl.load(idx_base + j) * BM
-                rows = row0 + offs_m
-                q_ptrs = q_base + row0.to(tl.int64) * stride_qs + q_offs
-                do_ptrs = do_base + row0.to(tl.int64) * stride_dos + do_offs
-                if phase == 0 and not EVEN_M:
-                    in_q = rows < SQ
-                    q = tl.load(q_ptrs, mask=in_q[:, None], other=0.0)
-                    lse = tl.load(lse_base + rows, mask=in_q, other=float("inf"))
-                else:
-                    q = tl.load(q_ptrs)
-                    lse = tl.load(lse_base + rows)
-                qkT = tl.dot(k, tl.trans(q))
-                pT = tl.math.exp2(qkT * scale_log2 - lse[None, :])
-                if phase == 0:
-                    r = rows[None, :]
-                    drop = ((r >= uts) & (r < ute)) | ((r >= lts) & (r < lte))
-                    pT = tl.where(drop, 0.0, pT)
-                if phase == 0 and not EVEN_M:
-                    do = tl.load(do_ptrs, mask=in_q[:, None], other=0.0)
-                    delta = tl.load(delta_base + rows, mask=in_q, other=0.0)
-                else:
-                    do = tl.load(do_ptrs)
-                    delta = tl.load(delta_base + rows)
-                dv = tl.dot(pT.to(do.dtype), do, dv)
-                dpT = tl.dot(v, tl.trans(do))
-                dsT = pT * (dpT - delta[None, :])
-                dk = tl.dot(dsT.to(q.dtype), q, dk)
+    head0 = b * H + hk * GROUP
+    for phase in tl.static_range(2):
+        n = tl.load(CNT + kb * 2 + phase)
+        idx_base = IDX + (kb * 2 + phase) * NQB
+        # one flat loop over (query block, head) pairs, so the pipeline ramps up once per phase
+        for t in range(n * GROUP):
+            if HEAD_MINOR:  # the GROUP heads of one query block back to back
+                j = t // GROUP
+                g = t % GROUP
+            else:  # one head's query blocks back to back
+                j = t % n
+                g = t // n
+            h = hk * GROUP + g
+            row0 = tl.load(idx_base + j) * BM
+            rows = row0 + offs_m
+            q_ptrs = Q + (b64 * stride_qb + h * stride_qh + row0.to(tl.int64) * stride_qs) + q_offs
+            do_ptrs = DO + (b64 * stride_dob + h * stride_doh + row0.to(tl.int64) * stride_dos) + do_offs
+            lse_ptrs = LSE2 + (head0 + g) * SQ + rows
+            delta_ptrs = DELTA + (head0 + g) * SQ + rows
+            if phase == 0 and not EVEN_M:
+                in_q = rows < SQ
+                q = tl.load(q_ptrs, mask=in_q[:, None], other=0.0)
+                lse = tl.load(lse_ptrs, mask=in_q, other=float("inf"))
+            else:
+                q = tl.load(q_ptrs)
+                lse = tl.load(lse_ptrs)
+            qkT = tl.dot(k, tl.trans(q))
+            pT = tl.math.exp2(qkT * scale_log2 - lse[None, :])
+            if phase == 0:
+                r = rows[None, :]
+                drop = ((r >= uts) & (r < ute)) | ((r >= lts) & (r < lte))
+                pT = tl.where(drop, 0.0, pT)
+            if phase == 0 and not EVEN_M:
+                do = tl.load(do_ptrs, mask=in_q[:, None], other=0.0)
+                delta = tl.load(delta_ptrs, mask=in_q, other=0.0)
+            else:
+                do = tl.load(do_ptrs)
+                delta = tl.load(delta_ptrs)
+            dv = tl.dot(pT.to(do.dtype), do, dv)
+            dpT = tl.dot(v, tl.trans(do))
+            dsT = pT * (dpT - delta[None, :])
+            dk = tl.dot(dsT.to(q.dtype), q, dk)
     dk = dk * sm_scale
     dk_ptrs = DK + (b64 * stride_dkb + hk * stride_dkh + col0 * stride_dks) + (offs_n[:, None] * stride_dks + dims[None, :])
     dv_ptrs = DV + (b64 * stride_dvb + hk * stride_dvh + col0 * stride_dvs) + (offs_n[:, None] * stride_dvs + dims[None, :])

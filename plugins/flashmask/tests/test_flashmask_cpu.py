@@ -147,11 +147,11 @@ def test_some_conformance_cases(interpreter_registry):
     """A subset of longca's conformance suite (the rest is too slow in the interpreter)."""
     from longca.testing.conformance import Settings, conformance_cases
 
-    wanted = {"registered", "name", "spec", "available", "refusals-cpu", "mask-prefix_lm_causal-cpu",
-              "dtype-float16-cpu"}
+    always = {"registered", "name", "spec", "available", "refusals-cpu"}
+    some = ("mask-prefix_lm_causal-", "dtype-float16-")
     cases = [c for c in conformance_cases("flashmask", interpreter_registry, ("cpu",), Settings(seqlen=128))
-             if c.id in wanted]
-    assert {c.id for c in cases} == wanted
+             if c.id in always or c.id.startswith(some)]
+    assert always <= {c.id for c in cases} and len(cases) > len(always)
     for case in cases:
         case.run(interpreter_registry)
 

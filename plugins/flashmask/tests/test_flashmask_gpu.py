@@ -38,6 +38,13 @@ def report():
             f.write("\n".join(lines) + "\n")
 
 
+def test_gpu_conformance():
+    """The whole conformance suite on CUDA (its CPU cases are too slow in Triton's interpreter)."""
+    from longca.testing.conformance import run_conformance
+
+    run_conformance("flashmask", device="cuda")
+
+
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("mask", STATIC_MASKS)
 def test_gpu_against_reference(case, mask):
