@@ -1,7 +1,7 @@
 """fa2-sparse on CPU: what prepare hands Block-Sparse-Attention, and the refusals.
 
-The kernel itself needs CUDA (tests/test_gpu_sparse.py). Conformance runs here on the CPU
-only: its GPU mask cases use 64-token blocks, which this kernel refuses (its blocks are 128).
+The kernel itself needs CUDA (tests/test_gpu_sparse.py, 128-token blocks): the conformance
+suite's GPU mask cases use 64-token blocks, which this kernel refuses, so they are skipped.
 """
 import importlib.util
 
@@ -46,5 +46,5 @@ def test_available_reason():
     assert "block_sparse_attn is not installed" in hooks.available()
 
 
-def test_conformance_cpu():
-    run_conformance("fa2-sparse", device="cpu")
+def test_conformance():
+    run_conformance("fa2-sparse")

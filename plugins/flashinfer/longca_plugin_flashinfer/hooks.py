@@ -65,9 +65,11 @@ def supports(problem: Any) -> Optional[str]:
             return (f"seqlen {problem.seqlen} is not a multiple of block {block}: BlockSparseAttentionWrapper "
                     f"takes whole {block}-token key blocks (N divisible by C)")
         return None
-    from flashinfer import sparse
-
-    if not hasattr(sparse, "VariableBlockSparseAttentionWrapper"):
+    try:
+        from flashinfer import sparse
+    except Exception:  # noqa: BLE001 - available() reports why it does not import
+        sparse = None
+    if sparse is not None and not hasattr(sparse, "VariableBlockSparseAttentionWrapper"):
         return f"flashinfer-python {_version()} has no VariableBlockSparseAttentionWrapper"
     density = _param(problem, "density", 0.5, float)
     groups = problem.heads_kv
@@ -87,9 +89,9 @@ class Prepared:
 
 def _plan_kwargs(method: Any, dtype: Any) -> dict:
     """Data types for plan; o_data_type only where the installed version takes it (default fp16)."""
-    names = inspect.signature(method).parameters
+    params = inspect.signature(method).parameters
     kwargs = {"q_data_type": dtype, "kv_data_type": dtype}
-    if "o_data_type" in names:
+    if "o_data_type" in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
         kwargs["o_data_type"] = dtype
     return kwargs
 

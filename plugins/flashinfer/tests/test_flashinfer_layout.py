@@ -85,3 +85,14 @@ def test_supports_reasons():
     assert "batch" in hooks.supports(problem("block_sparse_uniform", (4, 4)).with_(batch=2))
     assert "multiple of block 64" in hooks.supports(problem("block_sparse_uniform", (4, 4), seqlen=300))
     assert hooks.supports(problem("block_sparse_uniform", (4, 2))) is None
+
+
+def test_plan_kwargs_pass_the_output_dtype_where_taken():
+    def bsr_plan(indptr, indices, M, N, R, C, q_data_type="float16", kv_data_type=None, o_data_type="float16"):
+        pass
+
+    def variable_plan(block_mask_map, q_data_type="float16", kv_data_type=None):
+        pass
+
+    assert hooks._plan_kwargs(bsr_plan, torch.bfloat16)["o_data_type"] is torch.bfloat16
+    assert "o_data_type" not in hooks._plan_kwargs(variable_plan, torch.bfloat16)
