@@ -6,7 +6,7 @@ through longca's planner with cuDNN's explicit-lse ops: `aten._scaled_dot_produc
 sequence lengths (cuDNN's ragged layout) for documents. These take `is_causal` only (top-left),
 so the planner gives them full rectangles and causal squares: sliding windows need cuDNN's
 diagonal band bounds (cudnn-frontend graph API), which this plugin does not drive yet, and are
-refused with that reason.
+refused with that reason. The backward runs only through SDPA (full, causal); see BACKWARD_REASON.
 """
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ from longca_plugin_fa2.kernel import FA_MASKS, head_dim_reason, make_prepare_run
 from longca_plugin_fa2.plan import full_or_square_causal
 
 WINDOW_MASKS = ("sliding_window", "sliding_window_causal", "global_sliding_window")
+BACKWARD_MASKS = ("full", "causal")
+BACKWARD_REASON = ("cuDNN backward runs only through SDPA (full, causal): torch's explicit-lse cuDNN backward ops "
+                   "(aten._cudnn_attention_backward with cu_seqlens, _scaled_dot_product_cudnn_attention_backward "
+                   "with an external lse) gave wrong gradients on torch 2.11 / cuDNN 9.19 (H200, 2026-11-29)")
 MASKS = tuple(m for m in FA_MASKS if m not in WINDOW_MASKS)
 
 
@@ -29,22 +33,13 @@ def _expand(x, heads: int):
     return x if rep == 1 else x.repeat_interleave(rep, dim=-2)
 
 
-def _fold(g, heads_kv: int):
-    """Gradient of repeated KV heads summed back to heads_kv (dim -2)."""
-    rep = g.shape[-2] // heads_kv
-    return g if rep == 1 else g.unflatten(-2, (heads_kv, rep)).sum(-2)
-
-
 class CuDNN:
     """cuDNN's explicit-lse attention ops as exposed by torch."""
 
     name = "cudnn"
     window_ok = staticmethod(full_or_square_causal)
 
-    # learned from the first calls of the process (class-wide, so the lse primitives share them)
-    expand_gqa = False
-    dense_lse_4d = True  # dense ops give lse (B, H, L, 1) rather than (B, H, L)
-    ragged_lse_rows_first = True  # ragged ops give lse (T, H[, 1]) rather than (H, T)
+    expand_gqa = False  # learned on the first GQA call of the process: cuDNN wants equal head counts
 
     def _run(self, fn, q, k, v):
         if q.shape[-2] != k.shape[-2] and not self.expand_gqa:
@@ -63,7 +58,6 @@ class CuDNN:
             res = torch.ops.aten._scaled_dot_product_cudnn_attention(
                 q_.transpose(1, 2), k_.transpose(1, 2), v_.transpose(1, 2), None, True, 0.0, args.causal, False,
                 scale=args.scale)
-            CuDNN.dense_lse_4d = res[1].dim() == 4
             return res[0].transpose(1, 2), res[1].reshape(q.shape[0], q.shape[2], q.shape[1])
 
         def ragged(q_, k_, v_):
@@ -73,10 +67,8 @@ class CuDNN:
             lse = res[1]
             total, heads = q.shape[0], q.shape[1]
             if lse.numel() == total * heads and lse.shape[:2] == (total, heads):
-                CuDNN.ragged_lse_rows_first = True
                 lse = lse.reshape(total, heads).t()
             elif lse.numel() == total * heads and lse.shape[0] == heads:
-                CuDNN.ragged_lse_rows_first = False
                 lse = lse.reshape(heads, total)
             else:
                 raise RuntimeError(f"unexpected cuDNN varlen lse shape {tuple(lse.shape)} for {total} rows, {heads} heads")
@@ -85,26 +77,7 @@ class CuDNN:
         return self._run(ragged if args.varlen else dense, q, k, v)
 
     def bwd(self, dout, q, k, v, out, lse, args: CallArgs):
-        import torch
-
-        heads_kv = k.shape[-2]
-        if q.shape[-2] != heads_kv and self.expand_gqa:
-            k, v = _expand(k, q.shape[-2]), _expand(v, q.shape[-2])
-        seed = torch.zeros((), dtype=torch.int64, device=q.device)
-        offset = torch.zeros((), dtype=torch.int64, device=q.device)
-        if args.varlen:
-            lse_c = lse.t().contiguous().unsqueeze(-1) if CuDNN.ragged_lse_rows_first else lse
-            dq, dk, dv = torch.ops.aten._cudnn_attention_backward(
-                dout, q, k, v, out, lse_c, seed, offset, None, args.cu_q, args.cu_k, args.max_q, args.max_k,
-                0.0, args.causal, scale=args.scale)
-        else:
-            t = lambda x: x.transpose(1, 2)  # noqa: E731
-            dq, dk, dv = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
-                t(dout), t(q), t(k), t(v), t(out), lse.unsqueeze(-1) if CuDNN.dense_lse_4d else lse, seed, offset,
-                None, None, None,
-                q.shape[1], k.shape[1], 0.0, args.causal, scale=args.scale)
-            dq, dk, dv = t(dq), t(dk), t(dv)
-        return dq, _fold(dk, heads_kv), _fold(dv, heads_kv)
+        raise NotImplementedError(BACKWARD_REASON)
 
 
 def _sdpa_cudnn(q, k, v, call: ExecCall):
@@ -134,6 +107,8 @@ def available() -> Optional[str]:
 
 
 def supports(problem) -> Optional[str]:
+    if problem.direction != "fwd" and problem.mask not in BACKWARD_MASKS:
+        return BACKWARD_REASON
     return head_dim_reason(problem, 8, 256) or plan_reason(problem, full_or_square_causal)
 
 
@@ -145,7 +120,7 @@ def backend() -> str:
 
 
 prepare, run = make_prepare_run(CuDNN, public_for)
-forward_lse, backward_lse = lse_primitives(CuDNN)
+forward_lse, _ = lse_primitives(CuDNN)
 
 SPEC = KernelSpec(
     name="cudnn",
@@ -161,7 +136,6 @@ SPEC = KernelSpec(
     available=available,
     supports=supports,
     forward_lse=forward_lse,
-    backward_lse=backward_lse,
     backend=backend,
     url="https://docs.nvidia.com/deeplearning/cudnn/frontend/latest/operations/Attention.html",
 )

@@ -28,3 +28,12 @@ def test_claimed_masks_plan_with_full_and_causal_calls_only(mask):
         assert mask not in MASKS
     else:
         assert reason is None and mask in MASKS
+
+
+def test_backward_only_for_full_and_causal():
+    from longca_plugin_cudnn.hooks import BACKWARD_REASON, supports
+
+    assert supports(Problem(kernel="cudnn", mask="causal", seqlen=1024, direction="bwd")) is None
+    assert supports(Problem(kernel="cudnn", mask="causal_document", seqlen=1024, direction="bwd")) == BACKWARD_REASON
+    assert supports(Problem(kernel="cudnn", mask="causal_document", seqlen=1024, direction="fwd")) is None
+    assert get_registry().kernel("cudnn").backward_lse is None

@@ -239,7 +239,7 @@ class PlanAttention(torch.autograd.Function):
         return dq, dk, dv, None, None
 
 
-def softmax_scale(q, scale: Optional[float]) -> float:
+def resolve_scale(q, scale: Optional[float]) -> float:
     return scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
 
 
@@ -269,16 +269,16 @@ def lse_primitives(adapter_factory):
     """`forward_lse` / `backward_lse` (the KernelSpec primitives) over an adapter."""
     cache = PlanCache()
 
-    def forward_lse(q, k, v, slices, softmax_scale_: Optional[float] = None):
+    def forward_lse(q, k, v, slices, softmax_scale: Optional[float] = None):
         adapter = adapter_factory()
-        ex = cache.get(adapter, slices, q.shape[1], k.shape[1], q.shape[0], softmax_scale(q, softmax_scale_), q.device)
+        ex = cache.get(adapter, slices, q.shape[1], k.shape[1], q.shape[0], resolve_scale(q, softmax_scale), q.device)
         with torch.no_grad():
             out, lse = run_forward(adapter, ex, q, k, v)
         return out, lse.contiguous()
 
-    def backward_lse(dout, q, k, v, out, lse, slices, softmax_scale_: Optional[float] = None):
+    def backward_lse(dout, q, k, v, out, lse, slices, softmax_scale: Optional[float] = None):
         adapter = adapter_factory()
-        ex = cache.get(adapter, slices, q.shape[1], k.shape[1], q.shape[0], softmax_scale(q, softmax_scale_), q.device)
+        ex = cache.get(adapter, slices, q.shape[1], k.shape[1], q.shape[0], resolve_scale(q, softmax_scale), q.device)
         with torch.no_grad():
             return run_backward(adapter, ex, dout.contiguous(), q, k, v, out, lse)
 

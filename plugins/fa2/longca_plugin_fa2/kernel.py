@@ -12,7 +12,7 @@ from typing import Callable, Optional
 
 from longca.masks.catalog import STATIC_MASKS
 
-from .executor import Adapter, ExecCall, ExecPlan, PlanAttention, softmax_scale
+from .executor import Adapter, ExecCall, ExecPlan, PlanAttention, resolve_scale
 from .plan import PlanError, make_plan
 
 # public(q, k, v, call) -> out, the library's own autograd-aware entry point for a single call
@@ -43,7 +43,7 @@ def make_prepare_run(adapter_factory: Callable[[], Adapter],
 
     def prepare(problem, mask, q, k, v) -> Prepared:
         adapter = adapter_factory()
-        ex = plan_for(adapter, mask, q.shape[0], softmax_scale(q, None), q.device)
+        ex = plan_for(adapter, mask, q.shape[0], resolve_scale(q, None), q.device)
         public = public_for(adapter, ex.single, q, k) if (public_for and ex.single is not None) else None
         return Prepared(adapter, ex, public)
 

@@ -77,12 +77,49 @@ def available() -> Optional[str]:
     return "; ".join(r for r in (library_reason(), gpu_reason()) if r) or None
 
 
+def build_flags() -> dict:
+    """The FLASHATTENTION_DISABLE_* switches this FlashAttention-3 build was compiled with."""
+    try:
+        import flash_attn_config  # written by hopper/setup.py next to flash_attn_interface
+    except ImportError:
+        return {}
+    return {k: v for k, v in getattr(flash_attn_config, "CONFIG", {}).get("build_flags", {}).items() if v}
+
+
+def build_reason(problem, flags: dict) -> Optional[str]:
+    """Why a cut-down build cannot run this problem (calling it anyway crashes the process)."""
+    def off(name: str) -> bool:
+        return bool(flags.get(f"FLASHATTENTION_DISABLE_{name}"))
+
+    what = None
+    if problem.dtype == "float16" and off("FP16"):
+        what = "float16"
+    elif off(f"HDIM{problem.head_dim}"):
+        what = f"head_dim {problem.head_dim}"
+    elif problem.direction != "fwd" and off("BACKWARD"):
+        what = "the backward"
+    elif off("LOCAL") or off("VARLEN"):
+        from longca.problem import build_mask
+        from longca_plugin_fa2.plan import make_plan
+
+        mask = build_mask(problem)
+        plan = make_plan(mask.slices, mask.seqlen, mask.seqlen)
+        if off("LOCAL") and any(c.window not in ((-1, -1), (-1, 0)) for c in plan.calls):
+            what = f"sliding windows (mask {problem.mask})"
+        elif off("VARLEN") and any(len(c.bands) > 1 for c in plan.calls):
+            what = f"varlen (mask {problem.mask})"
+    if what is None:
+        return None
+    return f"this FlashAttention-3 build was compiled without {what} (FLASH_ATTENTION_DISABLE_* switches)"
+
+
 def supports(problem) -> Optional[str]:
     import torch
 
     if problem.device_type == "cuda" and torch.cuda.get_device_capability(problem.device)[0] != 9:
         return "FlashAttention-3 runs on Hopper (compute capability 9.x) only"
-    return head_dim_reason(problem) or plan_reason(problem, any_window)
+    return (head_dim_reason(problem) or build_reason(problem, build_flags())
+            or plan_reason(problem, any_window))
 
 
 def version() -> str:

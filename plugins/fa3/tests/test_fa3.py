@@ -21,3 +21,18 @@ def test_claims():
     spec = get_registry().kernel("fa3")
     assert spec.forward_lse is not None and spec.backward_lse is not None
     assert spec.head_dims[0] == 128 and spec.devices == ("cuda",)
+
+
+def test_cut_down_build_refuses_what_it_lacks():
+    """A build without fp16 or other head dims refuses them instead of crashing the process."""
+    from longca.problem import Problem
+
+    from longca_plugin_fa3.hooks import build_reason
+
+    flags = {f"FLASHATTENTION_DISABLE_{n}": True for n in ("FP16", "HDIM64", "LOCAL")}
+    base = dict(kernel="fa3", seqlen=2048, head_dim=128, dtype="bfloat16")
+    assert build_reason(Problem(mask="causal", **base), flags) is None
+    assert "float16" in build_reason(Problem(mask="causal", **{**base, "dtype": "float16"}), flags)
+    assert "head_dim 64" in build_reason(Problem(mask="causal", **{**base, "head_dim": 64}), flags)
+    assert "sliding windows" in build_reason(Problem(mask="sliding_window", **base), flags)
+    assert build_reason(Problem(mask="causal_document", **base), flags) is None
