@@ -23,7 +23,7 @@ def forward_calls(inner: InnerKernel, q: torch.Tensor, k: torch.Tensor, v: torch
     """Add the output and lse of every call to `acc` (rows of q's buffer)."""
     for c in calls:
         out, lse = inner.forward(_rows(q, c.q0, c.q1), _rows(k, c.k0, c.k1), _rows(v, c.k0, c.k1), c.slices,
-                                 softmax_scale=inner.softmax_scale)
+                                 inner.softmax_scale)  # positional: plugins name the parameter differently
         acc.add(c.q0, c.q1, out, lse)
 
 
@@ -34,7 +34,7 @@ def backward_calls(inner: InnerKernel, dout: torch.Tensor, q: torch.Tensor, k: t
     for c in calls:
         gq, gk, gv = inner.backward(_rows(dout, c.q0, c.q1), _rows(q, c.q0, c.q1), _rows(k, c.k0, c.k1),
                                     _rows(v, c.k0, c.k1), _rows(out, c.q0, c.q1), _lse_rows(lse, c.q0, c.q1),
-                                    c.slices, softmax_scale=inner.softmax_scale)
+                                    c.slices, inner.softmax_scale)
         dq.add(c.q0, c.q1, gq)
         dk.add(c.k0, c.k1, gk)
         dv.add(c.k0, c.k1, gv)
