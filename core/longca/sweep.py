@@ -129,12 +129,13 @@ def load_spec(path: Union[str, Path], registry: Optional[Registry] = None,
 
 
 def problems(spec: SweepSpec) -> Iterator[Problem]:
-    """The grid, ordered so each mask and length finishes for every kernel before the next."""
-    grid = itertools.product(spec.dtypes, spec.head_dims, spec.heads, spec.batches, spec.directions,
-                             spec.mask_names())
-    for dtype, head_dim, heads, batch, direction, mask in grid:
+    """The grid, ordered so each (mask, length) finishes in every direction for every kernel
+    before the next: a sweep cut short still compares all kernels on what it reached."""
+    grid = itertools.product(spec.dtypes, spec.head_dims, spec.heads, spec.batches, spec.mask_names())
+    for dtype, head_dim, heads, batch, mask in grid:
         hq, hkv = parse_heads(heads)
-        for params, seqlen, kernel in itertools.product(spec.mask_param_sets(mask), spec.seqlens, spec.kernels):
+        for params, seqlen, direction, kernel in itertools.product(spec.mask_param_sets(mask), spec.seqlens,
+                                                                   spec.directions, spec.kernels):
             yield Problem(kernel=kernel, mask=mask, seqlen=seqlen, heads_q=hq, heads_kv=hkv, head_dim=head_dim,
                           batch=batch, dtype=dtype, direction=direction, device=spec.device, sampler=spec.sampler,
                           seed=spec.seed, mask_params=dict(params), sampler_params=dict(spec.sampler_params))
