@@ -55,7 +55,7 @@ def compare_primitives(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: to
         qs, ks, vs = (x[:, slice(*r)].contiguous() for x, r in ((q, q_range), (k, k_range), (v, k_range)))
         ref_out, ref_lse = reference.forward_lse(qs.float(), ks.float(), vs.float(), slices, scale)
         try:
-            out, lse = spec.forward_lse(qs, ks, vs, np.ascontiguousarray(slices), softmax_scale=scale)
+            out, lse = spec.forward_lse(qs, ks, vs, np.ascontiguousarray(slices), scale)
         except Exception as exc:  # noqa: BLE001 - a failing primitive is a failure, not a crash
             failures.append(f"{where}: forward_lse raised {type(exc).__name__}: {exc}")
             continue
@@ -72,7 +72,7 @@ def compare_primitives(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: to
         dout = torch.randn(out.shape, generator=gen, dtype=torch.float32).to(device=q.device, dtype=q.dtype)
         want = reference.backward_lse(dout.float(), qs.float(), ks.float(), vs.float(), ref_out, ref_lse, slices, scale)
         try:
-            got = spec.backward_lse(dout, qs, ks, vs, out, lse, np.ascontiguousarray(slices), softmax_scale=scale)
+            got = spec.backward_lse(dout, qs, ks, vs, out, lse, np.ascontiguousarray(slices), scale)
         except Exception as exc:  # noqa: BLE001
             failures.append(f"{where}: backward_lse raised {type(exc).__name__}: {exc}")
             continue
