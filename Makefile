@@ -9,10 +9,11 @@ PLUGINS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
 
 install:
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PIP) install $(TORCH)
-	$(PIP) install -e core -e longca_cli $(foreach p,$(PLUGINS),-e $(p)) pytest
+	$(PIP) install setuptools pytest
+	$(PIP) install -e core -e longca_cli $(foreach p,$(PLUGINS),-e $(p))
 
 test:
-	$(PYTHON) -m pytest -q
+	OMP_NUM_THREADS=1 $(PYTHON) -m pytest -q
 
 test-gpu:
 	$(PYTHON) -m pytest -q -m gpu

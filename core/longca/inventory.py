@@ -72,4 +72,6 @@ def doctor_report(registry: Registry) -> dict[str, Any]:
                         "devices": runs_on, "reason": reason})
     errors = [{"plugin": p.name, "distribution": p.distribution, "errors": p.errors}
               for p in registry.plugins if p.errors]
-    return {"machine": machine, "kernels": kernels, "plugin_errors": errors}
+    from .plugins import env_info
+
+    return {"machine": machine, "libraries": env_info(registry), "kernels": kernels, "plugin_errors": errors}

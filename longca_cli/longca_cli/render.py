@@ -19,8 +19,8 @@ def _cell(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+def table(rows: list[dict[str, Any]], columns: list[str], width: int = 60) -> str:
+    cells = [[_cell(r.get(c), width) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]
     lines += ["  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip() for row in cells]
@@ -55,7 +55,9 @@ def doctor(report: dict[str, Any], fmt: str) -> None:
         typer.echo(json.dumps(report, indent=2, default=str))
         return
     typer.echo("machine: " + _cell(report["machine"], 200))
-    typer.echo(table(report["kernels"], ["name", "runs_here", "devices", "reason"]))
+    if report.get("libraries"):
+        typer.echo("libraries: " + _cell(report["libraries"], 400))
+    typer.echo(table(report["kernels"], ["name", "runs_here", "devices", "reason"], width=200))
     for err in report["plugin_errors"]:
         typer.echo(f"plugin {err['plugin']} ({err['distribution']}): " + "; ".join(err["errors"]))
 
