@@ -232,23 +232,24 @@ def bench(
     sweep_spec = load_spec(path, _registry(), installed_kernels_only=True)
     n = len(list(problems(sweep_spec)))
     render.with_progress(n, lambda tick: run_sweep(sweep_spec, output, resume, tick, _registry()))
-    typer.echo(write_report(output / "results.jsonl", output)["markdown"])
+    typer.echo(write_report([output / "results.jsonl"], output)["markdown"])
 
 
 @app.command()
 @cli_errors
 def report(
-    results: Path = typer.Argument(..., help="results.jsonl, or the folder holding it"),
-    output: Optional[Path] = typer.Option(None, help="folder for report.md, report.csv and plots (default: beside the results)"),
+    results: List[Path] = typer.Argument(..., help="results.jsonl files, or folders holding one (merged)"),
+    output: Optional[Path] = typer.Option(None, help="folder for report.md, report.csv and plots (default: beside the first results)"),
     plots: bool = typer.Option(True, help="write PNG plots"),
 ) -> None:
     """Markdown tables, CSV and PNG plots (TFLOP/s against sequence length, a panel per mask)."""
     from .report import write_report
 
-    path = results / "results.jsonl" if results.is_dir() else results
-    if not path.exists():
-        raise LongcaError(f"no results at {path}")
-    written = write_report(path, output or path.parent, plots=plots)
+    paths = [r / "results.jsonl" if r.is_dir() else r for r in results]
+    for path in paths:
+        if not path.exists():
+            raise LongcaError(f"no results at {path}")
+    written = write_report(paths, output or paths[0].parent, plots=plots)
     typer.echo(written["markdown"])
     typer.echo("wrote " + ", ".join(str(p) for p in written["files"]), err=True)
 

@@ -12,10 +12,14 @@ from longca.sizes import format_size
 STATUS_SHORT = {"unsupported": "unsup", "oom": "oom", "error": "err", "incorrect": "wrong"}
 
 
-def _peak(results: Path) -> Optional[float]:
-    run_json = results.parent / "run.json"
-    if run_json.exists():
-        return json.loads(run_json.read_text()).get("matmul_peak_tflops")
+def _peak(results: list[Path]) -> Optional[float]:
+    """The bf16 matmul peak measured by the first run whose run.json has one."""
+    for path in results:
+        run_json = path.parent / "run.json"
+        if run_json.exists():
+            peak = json.loads(run_json.read_text()).get("matmul_peak_tflops")
+            if peak:
+                return peak
     return None
 
 
@@ -126,8 +130,13 @@ def plot(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
     return paths
 
 
-def write_report(results: Path, directory: Path, plots: bool = True) -> dict[str, Any]:
-    rows = read_rows(results)
+def write_report(results: list[Path], directory: Path, plots: bool = True) -> dict[str, Any]:
+    """Report over one or more results.jsonl; a case measured twice keeps its last row."""
+    by_case: dict[Any, dict[str, Any]] = {}
+    for path in results:
+        for row in read_rows(path):
+            by_case[row.get("case_id") or id(row)] = row
+    rows = list(by_case.values())
     directory.mkdir(parents=True, exist_ok=True)
     text = markdown(rows, _peak(results))
     (directory / "report.md").write_text(text + "\n")
