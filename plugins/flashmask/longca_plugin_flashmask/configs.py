@@ -32,11 +32,11 @@ class Config:
     bwd_streams: int = 1  # 2 = dK/dV and dQ kernels on two CUDA streams, so one fills the other's tail
 
 
-# head_dim 128: the fastest of a sweep on the H200 (docs/results/h200/flashmask/tuning.md);
+# head_dim 128: the fastest of the sweeps on the H200 (docs/results/h200/flashmask/tuning_*.md);
 # head_dim 64: settings that compile without register spills (Triton 3.6, sm_90)
 GPU = {
     64: Config(128, 128, 8, 3, 64, 128, 8, 3, 128, 64, 8, 3),
-    128: Config(128, 128, 8, 3, 64, 128, 8, 3, 128, 64, 8, 3),
+    128: Config(128, 128, 8, 3, 64, 128, 8, 3, 128, 64, 8, 3, dkv_head_minor=1, bwd_streams=2),
 }
 _override: Optional[dict] = None
 

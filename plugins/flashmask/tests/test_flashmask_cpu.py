@@ -84,6 +84,15 @@ def test_fp16_batch_two_ragged_length():
     assert max(errors.values()) < TOL, errors
 
 
+def test_head_minor_backward_order():
+    """The dK/dV loop order used on the H200 (the heads of a query block back to back), GQA 4:1."""
+    from longca_plugin_flashmask import configs
+
+    with configs.override(dkv_head_minor=1):
+        errors = compare(small_slices("prefix_lm_document"), *inputs(1, S, S, 4, 1, 64, torch.bfloat16, 3), S, S)
+    assert max(errors.values()) < TOL, errors
+
+
 def test_plan_classification_is_exact():
     """Skipped tiles are exactly the empty ones and full tiles exactly the unmasked ones."""
     for name in STATIC_MASKS:
