@@ -236,10 +236,11 @@ def environment(flex_mode: str, registry: Registry) -> dict[str, Any]:
         info["gpu"] = torch.cuda.get_device_name()
         info["capability"] = ".".join(map(str, torch.cuda.get_device_capability()))
     try:
-        info["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                            cwd=Path(__file__).parent).stdout.strip() or None
+        commit = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).parent).stdout.strip()
     except OSError:
-        info["git_commit"] = None
+        commit = ""
+    info["git_commit"] = commit if len(commit) == 40 else None  # a copy without .git has none
     info["backends"] = {k: registry.kernel(k).backend() for k in ("flashmask", "flex")}
     return info
 
