@@ -14,10 +14,10 @@ from typing import Optional
 
 from longca import hookimpl
 from longca.specs import KernelSpec
-from longca_plugin_fa2.executor import CallArgs, ExecCall, lse_primitives
-from longca_plugin_fa2.hooks import gpu_reason
-from longca_plugin_fa2.kernel import FA_MASKS, head_dim_reason, make_prepare_run, plan_reason
-from longca_plugin_fa2.plan import full_or_square_causal
+from longca.flashplan.executor import CallArgs, ExecCall, lse_primitives
+from longca.flashplan.kernel import gpu_reason
+from longca.flashplan.kernel import FA_MASKS, head_dim_reason, make_prepare_run, plan_reason
+from longca.flashplan.plan import full_or_square_causal
 
 WINDOW_MASKS = ("sliding_window", "sliding_window_causal", "global_sliding_window")
 BACKWARD_MASKS = ("full", "causal")

@@ -9,8 +9,8 @@ from longca.plugins import get_registry
 from longca.problem import Problem
 
 from longca_plugin_cudnn.hooks import MASKS, WINDOW_MASKS
-from longca_plugin_fa2.kernel import plan_reason
-from longca_plugin_fa2.plan import full_or_square_causal
+from longca.flashplan.kernel import plan_reason
+from longca.flashplan.plan import full_or_square_causal
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only listing")

@@ -12,21 +12,11 @@ from typing import Optional
 from longca import hookimpl
 from longca.specs import KernelSpec
 
+from longca.flashplan.executor import lse_primitives
+from longca.flashplan.kernel import FA_MASKS, gpu_reason, head_dim_reason, make_prepare_run, plan_reason
+from longca.flashplan.plan import any_window
+
 from . import backends
-from .executor import lse_primitives
-from .kernel import FA_MASKS, head_dim_reason, make_prepare_run, plan_reason
-from .plan import any_window
-
-
-def gpu_reason() -> Optional[str]:
-    """Why no CUDA GPU can be used here, or None. Never initialises CUDA beyond the check."""
-    import torch
-
-    if torch.version.cuda is None:
-        return f"needs a CUDA GPU; torch {torch.__version__} is a CPU-only build"
-    if not torch.cuda.is_available():
-        return "needs a CUDA GPU; none is visible"
-    return None
 
 
 def available() -> Optional[str]:

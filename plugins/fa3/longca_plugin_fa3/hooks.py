@@ -14,10 +14,10 @@ from typing import Optional
 
 from longca import hookimpl
 from longca.specs import KernelSpec
-from longca_plugin_fa2.executor import CallArgs, ExecCall, lse_primitives
-from longca_plugin_fa2.hooks import gpu_reason
-from longca_plugin_fa2.kernel import FA_MASKS, head_dim_reason, make_prepare_run, plan_reason
-from longca_plugin_fa2.plan import any_window
+from longca.flashplan.executor import CallArgs, ExecCall, lse_primitives
+from longca.flashplan.kernel import gpu_reason
+from longca.flashplan.kernel import FA_MASKS, head_dim_reason, make_prepare_run, plan_reason
+from longca.flashplan.plan import any_window
 
 
 class FA3:
@@ -100,7 +100,7 @@ def build_reason(problem, flags: dict) -> Optional[str]:
         what = "the backward"
     elif off("LOCAL") or off("VARLEN"):
         from longca.problem import build_mask
-        from longca_plugin_fa2.plan import make_plan
+        from longca.flashplan.plan import make_plan
 
         mask = build_mask(problem)
         plan = make_plan(mask.slices, mask.seqlen, mask.seqlen)

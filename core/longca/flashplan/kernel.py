@@ -76,3 +76,14 @@ def plan_reason(problem, window_ok) -> Optional[str]:
     except PlanError as exc:
         return str(exc)
     return None
+
+
+def gpu_reason() -> Optional[str]:
+    """Why no CUDA GPU can be used here, or None. Never initialises CUDA beyond the check."""
+    import torch
+
+    if torch.version.cuda is None:
+        return f"needs a CUDA GPU; torch {torch.__version__} is a CPU-only build"
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU; none is visible"
+    return None

@@ -4,13 +4,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from longca_plugin_fa2.emulated import EmulatedFlash
+from longca.flashplan.emulated import EmulatedFlash
 from longca import reference
 from longca.masks.catalog import STATIC_MASKS
 from longca.problem import Problem, build_mask
 
-from longca_plugin_fa2.executor import ExecPlan, PlanAttention, lse_primitives
-from longca_plugin_fa2.plan import PlanError, full_or_square_causal, make_plan
+from longca.flashplan.executor import ExecPlan, PlanAttention, lse_primitives
+from longca.flashplan.plan import PlanError, full_or_square_causal, make_plan
 
 
 def mask_of(name: str, seqlen: int = 256, **params):
