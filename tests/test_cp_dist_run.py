@@ -59,3 +59,23 @@ def test_dist_run_refusals():
     assert done.returncode == 2 and "has no option rings" in done.stderr
     done = _dist_run("--strategy", "usp", "--nproc", "2", *SMALL, "--backend", "nccl")
     assert done.returncode == 2 and "needs --device cuda" in done.stderr
+
+
+def test_dist_run_under_torchrun():
+    """Started by torchrun, dist-run joins the launcher's group and rank 0 prints the rows."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
+                           "127.0.0.1", "--master-port", str(port), "-m", "longca_cli.main", "dist-run", "--strategy",
+                           "ring-p2p,ring-allgather", "--check", "--direction", "fwdbwd", "--mask", "causal_document",
+                           *SMALL], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [(r["strategy"], r["status"], r["world_size"]) for r in rows] == [("ring-p2p", "ok", 2),
+                                                                            ("ring-allgather", "ok", 2)]
+    assert max(r["rel_err"] for r in rows) < 1e-5

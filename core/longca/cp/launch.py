@@ -35,9 +35,10 @@ def init_group(backend: str, device: str, rank: Optional[int] = None, world_size
         torch.cuda.set_device(local_rank)
         device = f"cuda:{local_rank}"
     if not dist.is_initialized():
-        extra = {"device_id": torch.device(device)} if device.startswith("cuda") else {}  # binds NCCL to the GPU
-        dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size,
-                                timeout=timedelta(seconds=timeout_s), **extra)
+        extra: dict[str, Any] = {"device_id": torch.device(device)} if device.startswith("cuda") else {}
+        if rank is not None:  # else from the environment (torchrun)
+            extra.update(rank=rank, world_size=world_size)
+        dist.init_process_group(backend, init_method=init_method, timeout=timedelta(seconds=timeout_s), **extra)
     return device
 
 
