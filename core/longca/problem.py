@@ -36,6 +36,7 @@ class Problem:
     sampler_params: dict[str, Any] = field(default_factory=dict)
     strategy: Optional[str] = None
     world_size: int = 1
+    strategy_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:

@@ -23,7 +23,7 @@ FIELDS = (
     "reason", "area", "flops", "ms_median", "ms_p20", "ms_p80", "tflops", "peak_mem_bytes",
     "prepare_ms", "rel_err",
 )
-EXTRA_FIELDS = ("backend", "samples", "rel_err_detail", "ms_max_rank", "case_id")
+EXTRA_FIELDS = ("backend", "samples", "rel_err_detail", "ms_max_rank", "strategy_options", "case_id")
 
 
 def case_id(problem: Problem) -> str:
@@ -39,6 +39,7 @@ def new_row(problem: Problem) -> dict[str, Any]:
         sampler=problem.sampler, seed=problem.seed, batch=problem.batch, seqlen=problem.seqlen,
         heads_q=problem.heads_q, heads_kv=problem.heads_kv, head_dim=problem.head_dim,
         dtype=problem.dtype, direction=problem.direction, device=problem.device, case_id=case_id(problem),
+        strategy_options=dict(problem.strategy_options) if problem.strategy else None,
     )
     return row
 

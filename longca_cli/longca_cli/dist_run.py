@@ -159,6 +159,7 @@ def dist_run(
                           sampler_params=parse_params(sampler_param, "--sampler-param"), strategy=name,
                           world_size=world)
         options = resolve(problem, _options_for(name, given, names))
+        problem = problem.with_(strategy_options=options)  # options are part of the case's identity
         reason = unsupported(problem, options)
         if reason:
             rows[name] = {**new_row(problem), "strategy_options": options, "status": "unsupported", "reason": reason}
