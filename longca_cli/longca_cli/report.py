@@ -60,7 +60,7 @@ def markdown(rows: list[dict[str, Any]], peak: Optional[float]) -> str:
                 if r is None:
                     line.append("")
                 elif r["status"] == "ok" and r.get("tflops") is not None:
-                    line.append(f"{r['tflops']:.1f}")
+                    line.append(f"{r['tflops']:.1f}" if r["tflops"] >= 10 else f"{r['tflops']:.3g}")
                     if r["tflops"] > best_tf:
                         best, best_tf = k, r["tflops"]
                 else:
