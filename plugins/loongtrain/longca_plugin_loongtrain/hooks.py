@@ -11,6 +11,7 @@ import math
 
 from longca import hookimpl
 from longca.masks.catalog import STATIC_MASKS
+from longca.cp.plan import dispatch, undispatch
 from longca.specs import CPStrategySpec
 
 NAME = "loongtrain"
@@ -40,18 +41,6 @@ def prepare(problem, mask, inner, group, options):
 
     return prepare_hybrid(problem, mask, inner, group, options["head_degree"], options["windows"],
                           options["layout"], options)
-
-
-def dispatch(x, plan):
-    from longca.cp.plan import dispatch as generic
-
-    return generic(x, plan)
-
-
-def undispatch(x, plan):
-    from longca.cp.plan import undispatch as generic
-
-    return generic(x, plan)
 
 
 def attention(q, k, v, plan):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from longca import hookimpl
 from longca.masks.catalog import STATIC_MASKS
+from longca.cp.plan import dispatch, undispatch
 from longca.specs import CPStrategySpec
 
 NAME = "ring-allgather"
@@ -30,18 +31,6 @@ def prepare(problem, mask, inner, group, options):
     from .allgather import prepare as build
 
     return build(problem, mask, inner, group, options)
-
-
-def dispatch(x, plan):
-    from longca.cp.plan import dispatch as generic
-
-    return generic(x, plan)
-
-
-def undispatch(x, plan):
-    from longca.cp.plan import undispatch as generic
-
-    return generic(x, plan)
 
 
 def attention(q, k, v, plan):

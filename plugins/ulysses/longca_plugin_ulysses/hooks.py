@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from longca import hookimpl
 from longca.masks.catalog import STATIC_MASKS
+from longca.cp.plan import dispatch, undispatch
 from longca.specs import CPStrategySpec
 
 NAME = "ulysses"
@@ -32,18 +33,6 @@ def prepare(problem, mask, inner, group, options):
     from longca.cp.hybrid import prepare_hybrid
 
     return prepare_hybrid(problem, mask, inner, group, dist.get_world_size(group), 1, "contiguous", options)
-
-
-def dispatch(x, plan):
-    from longca.cp.plan import dispatch as generic
-
-    return generic(x, plan)
-
-
-def undispatch(x, plan):
-    from longca.cp.plan import undispatch as generic
-
-    return generic(x, plan)
 
 
 def attention(q, k, v, plan):
