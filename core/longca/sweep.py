@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .bench import RunOptions, check_device, run_problem
 from .errors import LongcaError
+from .isolation import IsolatedRunner
 from .masks.catalog import BLOCK_SPARSE_MASKS, STATIC_MASKS
 from .plugins import Registry, get_registry
 from .problem import Problem, check_mask_params
@@ -49,6 +50,7 @@ class SweepSpec(BaseModel):
     repeat: int = Field(20, ge=1)
     check: bool = False
     measure_peak: bool = True
+    isolate: bool = False  # each case in a child process: a crash becomes an error row
     mask_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # per mask, parameters swept as axes: {"block_sparse_uniform": {"block": [64, 128]}}
     mask_grid: dict[str, dict[str, list[Any]]] = Field(default_factory=dict)
@@ -172,14 +174,19 @@ def run_sweep(spec: SweepSpec, output: Path, resume: bool = False,
     write_run_json(output, extra, registry)
     options = RunOptions(warmup=spec.warmup, repeat=spec.repeat, samples=spec.samples, check=spec.check)
     rows = []
-    for problem in problems(spec):
-        if case_id(problem) in done:
+    runner = IsolatedRunner() if spec.isolate else None
+    try:
+        for problem in problems(spec):
+            if case_id(problem) in done:
+                if on_case:
+                    on_case(problem, None)
+                continue
+            row = runner.run(problem, options) if runner else run_problem(problem, options, registry)
+            writer.append(row)
+            rows.append(row)
             if on_case:
-                on_case(problem, None)
-            continue
-        row = run_problem(problem, options, registry)
-        writer.append(row)
-        rows.append(row)
-        if on_case:
-            on_case(problem, row)
+                on_case(problem, row)
+    finally:
+        if runner:
+            runner.close()
     return rows
