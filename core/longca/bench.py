@@ -169,16 +169,24 @@ def run_problem(problem: Problem, options: Optional[RunOptions] = None,
     except Exception as exc:  # noqa: BLE001 - recorded in the row, the sweep goes on
         status = "oom" if _is_oom(exc) else "error"
         log.debug("case failed", exc_info=True)
-        row.update(status=status, reason=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500])
+        row.update(status=status, reason=failure_reason(exc))
         if problem.device_type == "cuda":
             torch.cuda.empty_cache()
         return row
     _fill(row, results)
-    errors = results[0].get("errors")
+    return finish(row, results[0].get("errors"), options.tolerance or TOLERANCE[problem.dtype])
+
+
+def failure_reason(exc: BaseException) -> str:
+    """One line for a row's reason: the exception type and the first line of its message."""
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]
+
+
+def finish(row: dict[str, Any], errors: Optional[dict[str, float]], tolerance: float) -> dict[str, Any]:
+    """Status ok, or incorrect when the worst relative error (NaN counts as worst) is over tolerance."""
     if errors is not None:
         worst = max(errors.values(), key=lambda e: math.inf if math.isnan(e) else e)
         row.update(rel_err=worst, rel_err_detail=errors)
-        tolerance = options.tolerance or TOLERANCE[problem.dtype]
         if math.isnan(worst) or worst > tolerance:
             row.update(status="incorrect", reason=f"relative error {worst:.3g} > tolerance {tolerance:g}")
             return row

@@ -10,14 +10,13 @@ median of each quantity is reported, as for single kernels.
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any, Optional
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..bench import TOLERANCE, RunOptions, _fill, _is_oom
+from ..bench import TOLERANCE, RunOptions, _fill, _is_oom, failure_reason, finish
 from ..errors import LongcaError
 from ..flops import attention_flops
 from ..plugins import Registry, get_registry
@@ -125,22 +124,13 @@ def measure(problem: Problem, options: dict[str, Any], run: Optional[RunOptions]
     except Exception as exc:  # noqa: BLE001 - recorded in the row
         log.debug("CP case failed", exc_info=True)
         row.update(status="oom" if _is_oom(exc) else "error",
-                   reason=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500])
+                   reason=failure_reason(exc))
         return row if dist.get_rank(group) == 0 else None
     if dist.get_rank(group) != 0:
         return None
     _fill(row, results)
     row["ms_max_rank"] = float(np.median([r["ms_max_rank"] for r in results]))
-    errors = results[0].get("errors")
-    if errors is not None:
-        worst = max(errors.values(), key=lambda e: math.inf if math.isnan(e) else e)
-        row.update(rel_err=worst, rel_err_detail=errors)
-        tolerance = run.tolerance or TOLERANCE[problem.dtype]
-        if math.isnan(worst) or worst > tolerance:
-            row.update(status="incorrect", reason=f"relative error {worst:.3g} > tolerance {tolerance:g}")
-            return row
-    row["status"] = "ok"
-    return row
+    return finish(row, results[0].get("errors"), run.tolerance or TOLERANCE[problem.dtype])
 
 
 def measure_in_group(device: str, cases: list[tuple[dict[str, Any], dict[str, Any]]],
