@@ -32,6 +32,7 @@ def init_group(backend: str, device: str, rank: Optional[int] = None, world_size
     """Initialise the default process group; returns this rank's device (cuda:LOCAL_RANK on GPUs)."""
     local_rank = int(os.environ.get("LOCAL_RANK", rank or 0))
     if device.startswith("cuda"):
+        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast off unless the user asks for it
         torch.cuda.set_device(local_rank)
         device = f"cuda:{local_rank}"
     if not dist.is_initialized():
