@@ -41,7 +41,7 @@ def check_device(device: str) -> None:
                           f"CUDA build: {torch.version.cuda or 'none'}); use --device cpu")
 
 
-def unsupported_reason(spec: KernelSpec, problem: Problem) -> Optional[str]:
+def unsupported_reason(spec: KernelSpec, problem: Problem, registry: Optional[Registry] = None) -> Optional[str]:
     """Why this kernel cannot run this problem here, from its declared capabilities; None if it can."""
     try:
         missing = spec.available()
@@ -49,8 +49,9 @@ def unsupported_reason(spec: KernelSpec, problem: Problem) -> Optional[str]:
         missing = f"{type(exc).__name__}: {exc}"
     if missing:
         return f"unavailable: {missing}"
-    if problem.mask not in spec.masks:
-        return f"mask {problem.mask} is not supported (supported: {', '.join(spec.masks)})"
+    claimed = (registry or get_registry()).claimed_masks(spec.masks)
+    if problem.mask not in claimed:
+        return f"mask {problem.mask} is not supported (supported: {', '.join(claimed)})"
     if problem.device_type not in spec.devices:
         return f"device {problem.device_type} is not supported (supported: {', '.join(spec.devices)})"
     if problem.dtype not in spec.dtypes:
@@ -150,7 +151,7 @@ def run_problem(problem: Problem, options: Optional[RunOptions] = None,
     check_mask_params(problem, registry)
     check_device(problem.device)
     row = new_row(problem)
-    reason = unsupported_reason(spec, problem)
+    reason = unsupported_reason(spec, problem, registry)
     if reason:
         row.update(status="unsupported", reason=reason)
         return row

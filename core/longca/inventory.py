@@ -25,7 +25,7 @@ def kernel_rows(registry: Registry) -> list[dict[str, Any]]:
         rows.append({
             "name": name, "family": spec.family, "distribution": entry.plugin.distribution,
             "version": entry.plugin.version, "available": available, "reason": reason,
-            "backward": spec.backward, "masks": list(spec.masks), "dtypes": list(spec.dtypes),
+            "backward": spec.backward, "masks": registry.claimed_masks(spec.masks), "dtypes": list(spec.dtypes),
             "head_dims": list(spec.head_dims) if spec.head_dims else "any", "gqa": spec.gqa,
             "devices": list(spec.devices),
             "min_compute_capability": ".".join(map(str, spec.min_compute_capability or ())) or None,
@@ -49,7 +49,7 @@ def sampler_rows(registry: Registry) -> list[dict[str, Any]]:
 
 
 def strategy_rows(registry: Registry) -> list[dict[str, Any]]:
-    return [{"name": n, "description": e.spec.description, "masks": list(e.spec.masks),
+    return [{"name": n, "description": e.spec.description, "masks": registry.claimed_masks(e.spec.masks),
              "options": dict(e.spec.options), "distribution": e.plugin.distribution, "version": e.plugin.version}
             for n, e in sorted(registry.entries["strategies"].items())]
 

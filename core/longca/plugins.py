@@ -20,7 +20,8 @@ import pluggy
 
 from . import __version__, hookspecs
 from .errors import LongcaError, UnknownNameError
-from .specs import DEVICES, DTYPES, FAMILIES, MASK_KINDS, CPStrategySpec, KernelSpec, MaskSpec, SamplerSpec
+from .specs import (ANY_BLOCK_SPARSE, ANY_STATIC, DEVICES, DTYPES, FAMILIES, MASK_KINDS, CPStrategySpec,
+                    KernelSpec, MaskSpec, SamplerSpec)
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,17 @@ class Registry:
         if found.conflict:
             raise LongcaError(found.conflict)
         return found
+
+    def claimed_masks(self, claims: tuple[str, ...]) -> list[str]:
+        """The mask names a `masks` declaration stands for, wildcards expanded to registered masks."""
+        out: list[str] = []
+        for claim in claims:
+            if claim in (ANY_STATIC, ANY_BLOCK_SPARSE):
+                sparse = claim == ANY_BLOCK_SPARSE
+                out += [n for n, e in self.entries["masks"].items() if (e.spec.kind == "block_sparse") == sparse]
+            else:
+                out.append(claim)
+        return list(dict.fromkeys(out))
 
     def mask(self, name: str) -> MaskSpec:
         return self.entry("masks", name).spec

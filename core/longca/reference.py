@@ -15,9 +15,8 @@ import torch
 
 from .hookspecs import hookimpl
 from .masks import slices as sl
-from .masks.catalog import BLOCK_SPARSE_MASKS, STATIC_MASKS
 from .masks.mask import Mask
-from .specs import KernelSpec
+from .specs import ANY_BLOCK_SPARSE, ANY_STATIC, KernelSpec
 
 # rows -> (first key, end key, bool tensor (groups, rows, keys)) or None when the rows see nothing
 MaskRows = Callable[[int, int], Optional[tuple[int, int, torch.Tensor]]]
@@ -152,7 +151,7 @@ REFERENCE = KernelSpec(
     name="reference",
     family="dense",
     description="exact attention in float32, chunked over query rows (the yardstick for --check)",
-    masks=STATIC_MASKS + BLOCK_SPARSE_MASKS,
+    masks=(ANY_STATIC, ANY_BLOCK_SPARSE),
     prepare=_prepare,
     run=_run,
     forward_lse=forward_lse,

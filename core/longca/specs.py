@@ -15,6 +15,10 @@ MASK_KINDS = ("regular", "heterogeneous", "block_sparse")
 FAMILIES = ("dense", "sparse")
 DTYPES = ("bfloat16", "float16", "float32")
 DEVICES = ("cpu", "cuda")
+# In a kernel's or strategy's `masks`: every registered mask of that kind, third-party ones included
+# (for kernels that work from any slices, or any block-sparse layout).
+ANY_STATIC = "any:static"
+ANY_BLOCK_SPARSE = "any:block_sparse"
 
 
 @dataclass(frozen=True)

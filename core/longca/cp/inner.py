@@ -30,7 +30,7 @@ def inner_unsupported(problem: Problem, registry: Optional[Registry] = None) -> 
     if spec.forward_lse is None or spec.backward_lse is None:
         return (f"kernel {spec.name!r} has no forward_lse/backward_lse primitives, so it cannot be the inner "
                 f"kernel of a context-parallel strategy")
-    reason = unsupported_reason(spec, problem.with_(strategy=None, world_size=1))
+    reason = unsupported_reason(spec, problem.with_(strategy=None, world_size=1), registry)
     return f"inner kernel {spec.name}: {reason}" if reason else None
 
 

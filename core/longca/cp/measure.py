@@ -41,8 +41,9 @@ def unsupported(problem: Problem, options: dict[str, Any], registry: Optional[Re
     spec = registry.strategy(problem.strategy)
     registry.kernel(problem.kernel)
     check_mask_params(problem, registry)
-    if problem.mask not in spec.masks:
-        return f"strategy {spec.name}: mask {problem.mask} is not supported (supported: {', '.join(spec.masks)})"
+    claimed = registry.claimed_masks(spec.masks)
+    if problem.mask not in claimed:
+        return f"strategy {spec.name}: mask {problem.mask} is not supported (supported: {', '.join(claimed)})"
     reason = inner_unsupported(problem, registry)
     if reason:
         return reason

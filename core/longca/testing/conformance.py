@@ -37,7 +37,7 @@ from ..bench import TOLERANCE, RunOptions, run_problem
 from ..errors import LongcaError
 from ..plugins import NAME_RE, Registry, get_registry, validate
 from ..problem import Problem, build_mask, make_inputs
-from ..specs import DEVICES, DTYPES, KernelSpec
+from ..specs import ANY_BLOCK_SPARSE, ANY_STATIC, DEVICES, DTYPES, KernelSpec
 
 log = logging.getLogger(__name__)
 DEVICE_ORDER = {"cpu": ("float32", "bfloat16", "float16"), "cuda": ("bfloat16", "float16", "float32")}
@@ -218,7 +218,7 @@ def check_spec(name: str, registry: Registry) -> list[dict]:
     masks = tuple(spec.masks)
     if not masks:
         problems.append("masks is empty: a kernel claims at least one mask")
-    unknown = [m for m in masks if m not in registry.entries["masks"]]
+    unknown = [m for m in masks if m not in registry.entries["masks"] and m not in (ANY_STATIC, ANY_BLOCK_SPARSE)]
     if unknown:
         problems.append(f"claims masks no plugin registered: {unknown}; known: {', '.join(registry.names('masks'))}")
     if len(set(masks)) != len(masks):
@@ -271,14 +271,15 @@ def check_refusals(name: str, device: str, registry: Registry, settings: Setting
     """Every mask, dtype, head dim, GQA, direction and device not claimed is refused with a reason."""
     _need_device(device)
     spec = _kernel(registry, name)
-    known = spec.masks[0] if spec.masks and spec.masks[0] in registry.entries["masks"] else "full"
+    claimed = registry.claimed_masks(spec.masks)
+    known = claimed[0] if claimed and claimed[0] in registry.entries["masks"] else "full"
     base = small_problem(spec, known, "fwd", device, registry=registry, settings=settings)
     cases: list[tuple[Problem, str]] = []
     if device not in spec.devices:
         cases.append((base, f"device {device}"))
     else:
         cases += [(small_problem(spec, m, "fwd", device, registry=registry, settings=settings), f"mask {m}")
-                  for m in registry.names("masks") if m not in spec.masks]
+                  for m in registry.names("masks") if m not in claimed]
         cases += [(base.with_(dtype=d), f"dtype {d}") for d in DTYPES if d not in spec.dtypes]
         if spec.head_dims is not None:
             other = next(d for d in (8, 16, 24, 40, 48, 72, 80, 160, 192, 512) if d not in spec.head_dims)
@@ -304,9 +305,10 @@ def check_mask(name: str, mask: str, direction: str, device: str, registry: Regi
     return [_expect_ok(spec, problem, registry, f"mask {mask}", may_refuse=direction != "fwd")]
 
 
-def dtype_mask(spec: KernelSpec) -> str:
+def dtype_mask(spec: KernelSpec, registry: Registry) -> str:
     """The mask the extra-dtype cases run on: causal if claimed, else the first claimed mask."""
-    return "causal" if "causal" in spec.masks else spec.masks[0]
+    claimed = registry.claimed_masks(spec.masks)
+    return "causal" if "causal" in claimed else claimed[0]
 
 
 def check_dtype(name: str, dtype: str, direction: str, device: str, registry: Registry,
@@ -316,7 +318,7 @@ def check_dtype(name: str, dtype: str, direction: str, device: str, registry: Re
     _need_device(device)
     spec = _kernel(registry, name)
     _need_available(spec)
-    problem = small_problem(spec, dtype_mask(spec), direction, device, dtype, registry, settings)
+    problem = small_problem(spec, dtype_mask(spec, registry), direction, device, dtype, registry, settings)
     return [_expect_ok(spec, problem, registry, f"dtype {dtype}", may_refuse=True)]
 
 
@@ -328,7 +330,7 @@ def check_primitives(name: str, device: str, registry: Registry, settings: Setti
     _need_device(device)
     spec = _kernel(registry, name)
     _need_available(spec)
-    static = [m for m in spec.masks if m in registry.entries["masks"]
+    static = [m for m in registry.claimed_masks(spec.masks) if m in registry.entries["masks"]
               and registry.mask(m).kind != "block_sparse"]
     if not static:
         raise ConformanceSkip(f"kernel {name} claims no mask with slices to test its primitives on")
@@ -376,7 +378,7 @@ def conformance_cases(kernel: str, registry: Optional[Registry] = None, devices:
         directions = ("fwd", "bwd") if spec.backward else ("fwd",)
         cases += [Case(f"mask-{m}-{x}-{dev}", kernel,
                        lambda r, m=m, x=x, d=dev: check_mask(kernel, m, x, d, r, settings), dev)
-                  for m in spec.masks for x in directions]
+                  for m in registry.claimed_masks(spec.masks) for x in directions]
         first = primary_dtype(spec, dev) if spec.dtypes else None
         cases += [Case(f"dtype-{t}-{x}-{dev}", kernel,
                        lambda r, t=t, x=x, d=dev: check_dtype(kernel, t, x, d, r, settings), dev)

@@ -10,9 +10,8 @@ from __future__ import annotations
 import math
 
 from longca import hookimpl
-from longca.masks.catalog import STATIC_MASKS
 from longca.cp.plan import dispatch, undispatch
-from longca.specs import CPStrategySpec
+from longca.specs import ANY_STATIC, CPStrategySpec
 
 NAME = "loongtrain"
 
@@ -54,7 +53,7 @@ def longca_cp_strategies():
     return [CPStrategySpec(
         name=NAME,
         description="head-parallel all-to-all plus a double ring (inner ring in a window, outer ring across windows)",
-        masks=STATIC_MASKS,
+        masks=(ANY_STATIC,),  # any mask given as slices: every call gets an exact crop
         prepare=prepare, dispatch=dispatch, attention=attention, undispatch=undispatch,
         supports=supports, resolve_options=resolve_options,
         options={"head_degree": "head-parallel ranks (default: the largest divisor of the world size, at most "

@@ -8,9 +8,8 @@ which a reduce-scatter returns to the ranks that own them.
 from __future__ import annotations
 
 from longca import hookimpl
-from longca.masks.catalog import STATIC_MASKS
 from longca.cp.plan import dispatch, undispatch
-from longca.specs import CPStrategySpec
+from longca.specs import ANY_STATIC, CPStrategySpec
 
 NAME = "ring-allgather"
 
@@ -44,7 +43,7 @@ def longca_cp_strategies():
     return [CPStrategySpec(
         name=NAME,
         description="all-gather K/V, local (zigzag) queries against the keys they need, reduce-scatter dK/dV",
-        masks=STATIC_MASKS,
+        masks=(ANY_STATIC,),  # any mask given as slices: every call gets an exact crop
         prepare=prepare, dispatch=dispatch, attention=attention, undispatch=undispatch,
         supports=supports, resolve_options=resolve_options,
         options={"layout": "query layout: zigzag (default) or contiguous"},

@@ -7,8 +7,7 @@ memory-efficient or math backend. GQA through `enable_gqa`.
 from __future__ import annotations
 
 from longca import hookimpl
-from longca.masks.catalog import BLOCK_SPARSE_MASKS, STATIC_MASKS
-from longca.specs import KernelSpec
+from longca.specs import ANY_BLOCK_SPARSE, ANY_STATIC, KernelSpec
 
 
 def prepare(problem, mask, q, k, v):
@@ -49,7 +48,7 @@ def longca_kernels():
         name="sdpa",
         family="dense",
         description="torch SDPA, default dispatch: is_causal for causal, a boolean attn_mask otherwise",
-        masks=STATIC_MASKS + BLOCK_SPARSE_MASKS,
+        masks=(ANY_STATIC, ANY_BLOCK_SPARSE),  # any mask: it expands the mask densely
         prepare=prepare,
         run=run,
         available=available,

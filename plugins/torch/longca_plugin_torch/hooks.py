@@ -8,8 +8,7 @@ from __future__ import annotations
 import math
 
 from longca import hookimpl
-from longca.masks.catalog import BLOCK_SPARSE_MASKS, STATIC_MASKS
-from longca.specs import KernelSpec
+from longca.specs import ANY_BLOCK_SPARSE, ANY_STATIC, KernelSpec
 
 
 def prepare(problem, mask, q, k, v):
@@ -41,7 +40,7 @@ def longca_kernels():
         name="torch",
         family="dense",
         description="naive PyTorch: QK^T, masked softmax, PV (S^2 memory)",
-        masks=STATIC_MASKS + BLOCK_SPARSE_MASKS,
+        masks=(ANY_STATIC, ANY_BLOCK_SPARSE),  # any mask: it expands the mask densely
         prepare=prepare,
         run=run,
         backend=lambda: "torch.matmul",

@@ -8,9 +8,8 @@ Refused, with the reason, when the query heads do not divide over the ranks.
 from __future__ import annotations
 
 from longca import hookimpl
-from longca.masks.catalog import STATIC_MASKS
 from longca.cp.plan import dispatch, undispatch
-from longca.specs import CPStrategySpec
+from longca.specs import ANY_STATIC, CPStrategySpec
 
 NAME = "ulysses"
 
@@ -46,7 +45,7 @@ def longca_cp_strategies():
     return [CPStrategySpec(
         name=NAME,
         description="all-to-all sequence->head sharding, inner kernel over the whole sequence, all-to-all back",
-        masks=STATIC_MASKS,
+        masks=(ANY_STATIC,),  # any mask given as slices: every call gets an exact crop
         prepare=prepare, dispatch=dispatch, attention=attention, undispatch=undispatch,
         supports=supports, resolve_options=resolve_options,
     )]

@@ -6,9 +6,8 @@ attention (zigzag over the R = W / U ring positions) runs among the ranks with t
 from __future__ import annotations
 
 from longca import hookimpl
-from longca.masks.catalog import STATIC_MASKS
 from longca.cp.plan import dispatch, undispatch
-from longca.specs import CPStrategySpec
+from longca.specs import ANY_STATIC, CPStrategySpec
 
 NAME = "usp"
 
@@ -46,7 +45,7 @@ def longca_cp_strategies():
     return [CPStrategySpec(
         name=NAME,
         description="Ulysses all-to-all inside groups of ulysses_degree ranks, ring P2P across the groups",
-        masks=STATIC_MASKS,
+        masks=(ANY_STATIC,),  # any mask given as slices: every call gets an exact crop
         prepare=prepare, dispatch=dispatch, attention=attention, undispatch=undispatch,
         supports=supports, resolve_options=resolve_options,
         options={"ulysses_degree": "ranks per all-to-all group (default: the largest divisor of the world "
