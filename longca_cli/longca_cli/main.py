@@ -221,7 +221,7 @@ def bench(
     output: Path = typer.Option(Path("results/default"), help="results folder"),
     resume: bool = typer.Option(False, "--resume"),
 ) -> None:
-    """The default benchmark: the paper's dense grid on a GPU, else a small CPU run; then the report."""
+    """The default benchmark: the paper's dense setting at 4K-16K on a GPU, else a small CPU run; then the report."""
     from longca.sweep import load_spec, problems, run_sweep
 
     from .report import write_report
