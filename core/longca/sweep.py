@@ -22,6 +22,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+CP_BATCH = 8  # CP cases measured per spawned process group (rows are written after each group)
 MASK_GROUPS = {"static": STATIC_MASKS, "block_sparse": BLOCK_SPARSE_MASKS, "all": STATIC_MASKS + BLOCK_SPARSE_MASKS}
 Size = Union[int, str]
 
@@ -52,6 +53,13 @@ class SweepSpec(BaseModel):
     measure_peak: bool = True
     isolate: bool = False  # each case in a child process: a crash becomes an error row
     mask_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # context parallelism: with strategies, `kernels` are the inner kernels
+    strategies: list[str] = Field(default_factory=list)
+    world_sizes: list[int] = [1]
+    seqlen_per_rank: bool = False  # S = seqlen x world size (the paper's CP grid: 8K tokens per GPU)
+    backend: Optional[Literal["nccl", "gloo"]] = None
+    strategy_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    timeout: int = Field(600, ge=1)
     # per mask, parameters swept as axes: {"block_sparse_uniform": {"block": [64, 128]}}
     mask_grid: dict[str, dict[str, list[Any]]] = Field(default_factory=dict)
 
@@ -125,12 +133,14 @@ def load_spec(path: Union[str, Path], registry: Optional[Registry] = None,
     for mask in {**spec.mask_params, **spec.mask_grid}:
         registry.entry("masks", mask)
     registry.entry("samplers", spec.sampler)
-    for problem in problems(spec):
+    for strategy in [*spec.strategies, *spec.strategy_options]:
+        registry.entry("strategies", strategy)
+    for problem in problems(spec, registry):
         check_mask_params(problem, registry)
     return spec
 
 
-def problems(spec: SweepSpec) -> Iterator[Problem]:
+def problems(spec: SweepSpec, registry: Optional[Registry] = None) -> Iterator[Problem]:
     """The grid, ordered so each (mask, length) finishes in every direction for every kernel
     before the next: a sweep cut short still compares all kernels on what it reached."""
     grid = itertools.product(spec.dtypes, spec.head_dims, spec.heads, spec.batches, spec.mask_names())
@@ -138,9 +148,23 @@ def problems(spec: SweepSpec) -> Iterator[Problem]:
         hq, hkv = parse_heads(heads)
         for params, seqlen, direction, kernel in itertools.product(spec.mask_param_sets(mask), spec.seqlens,
                                                                    spec.directions, spec.kernels):
-            yield Problem(kernel=kernel, mask=mask, seqlen=seqlen, heads_q=hq, heads_kv=hkv, head_dim=head_dim,
-                          batch=batch, dtype=dtype, direction=direction, device=spec.device, sampler=spec.sampler,
-                          seed=spec.seed, mask_params=dict(params), sampler_params=dict(spec.sampler_params))
+            problem = Problem(kernel=kernel, mask=mask, seqlen=seqlen, heads_q=hq, heads_kv=hkv, head_dim=head_dim,
+                              batch=batch, dtype=dtype, direction=direction, device=spec.device,
+                              sampler=spec.sampler, seed=spec.seed, mask_params=dict(params),
+                              sampler_params=dict(spec.sampler_params))
+            if not spec.strategies:
+                yield problem
+            for world, strategy in itertools.product(spec.world_sizes, spec.strategies):
+                yield _cp_problem(spec, problem, strategy, world, registry)
+
+
+def _cp_problem(spec: SweepSpec, problem: Problem, strategy: str, world: int, registry) -> Problem:
+    """A CP case with its options resolved (they are part of its identity, so --resume finds it)."""
+    from .cp.measure import resolve
+
+    cp = problem.with_(strategy=strategy, world_size=world,
+                       seqlen=problem.seqlen * world if spec.seqlen_per_rank else problem.seqlen)
+    return cp.with_(strategy_options=resolve(cp, dict(spec.strategy_options.get(strategy, {})), registry))
 
 
 def measure_matmul_peak(device: str = "cuda", n: int = 8192) -> Optional[float]:
@@ -175,17 +199,42 @@ def run_sweep(spec: SweepSpec, output: Path, resume: bool = False,
     options = RunOptions(warmup=spec.warmup, repeat=spec.repeat, samples=spec.samples, check=spec.check)
     rows = []
     runner = IsolatedRunner() if spec.isolate else None
+    pending: list[Problem] = []  # CP cases of one world size, measured together in one process group
+
+    def record(problem: Problem, row: dict[str, Any]) -> None:
+        writer.append(row)
+        rows.append(row)
+        if on_case:
+            on_case(problem, row)
+
+    def flush_cp() -> None:
+        from .cp.cases import measure_cases
+        from .cp.launch import default_backend
+
+        while pending:
+            world = pending[0].world_size
+            batch = [p for p in pending if p.world_size == world]
+            pending[:] = [p for p in pending if p.world_size != world]
+            measured = measure_cases(batch, options, spec.backend or default_backend(spec.device), spec.timeout)
+            for problem, row in zip(batch, measured):
+                record(problem, row)
+
     try:
-        for problem in problems(spec):
+        for problem in problems(spec, registry):
             if case_id(problem) in done:
                 if on_case:
                     on_case(problem, None)
                 continue
+            if problem.strategy:
+                pending.append(problem)
+                if len(pending) < CP_BATCH and problem.world_size == pending[0].world_size:
+                    continue
+                flush_cp()
+                continue
+            flush_cp()
             row = runner.run(problem, options) if runner else run_problem(problem, options, registry)
-            writer.append(row)
-            rows.append(row)
-            if on_case:
-                on_case(problem, row)
+            record(problem, row)
+        flush_cp()
     finally:
         if runner:
             runner.close()

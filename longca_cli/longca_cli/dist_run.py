@@ -7,8 +7,6 @@ one host to many. Rank 0 prints the row.
 from __future__ import annotations
 
 import os
-import tempfile
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -37,35 +35,6 @@ def _show(rows: list[dict[str, Any]], fmt: str) -> None:
             cells["rel_err"] = f"{cells['rel_err']:.2e}"
         shown.append(cells)
     typer.echo(render.table(shown, COLUMNS))
-
-
-def _failed_row(problem, options: dict, exc: BaseException) -> dict[str, Any]:
-    from longca.results import new_row
-
-    text = str(exc).strip().splitlines()
-    lines = [line for line in text if line.strip() and not line.startswith(" ")]
-    row = new_row(problem)
-    row.update(strategy_options=options, status="oom" if "out of memory" in str(exc).lower() else "error",
-               reason=(lines[-1] if lines else type(exc).__name__)[:500])
-    return row
-
-
-def _measure_here(cases: list, run, backend: str, device: str, timeout_s: int) -> list[dict[str, Any]]:
-    """In this process: joined to torchrun's group, or a group of one."""
-    import torch.distributed as dist
-
-    from longca.cp.launch import init_group, under_torchrun
-    from longca.cp.measure import measure_in_group
-
-    with tempfile.TemporaryDirectory(prefix="longca-cp-") as tmp:
-        if under_torchrun():
-            local = init_group(backend, device, timeout_s=timeout_s)
-        else:
-            local = init_group(backend, device, 0, 1, f"file://{os.path.join(tmp, 'store')}", timeout_s)
-        try:
-            return measure_in_group(local, cases, asdict(run))
-        finally:
-            dist.destroy_process_group()
 
 
 def _strategies(text: str) -> list[str]:
@@ -119,10 +88,11 @@ def dist_run(
     if fmt not in ("table", "json"):
         raise LongcaError(f"unknown format {fmt!r}; known: table, json")
     from longca.bench import RunOptions, check_device
-    from longca.cp.launch import default_backend, spawn, under_torchrun
-    from longca.cp.measure import measure_in_group, resolve, unsupported
+    from longca.cp.cases import measure_cases
+    from longca.cp.launch import default_backend, under_torchrun
+    from longca.cp.measure import resolve
     from longca.problem import Problem
-    from longca.results import ResultsWriter, new_row
+    from longca.results import ResultsWriter
     from longca.sizes import parse_heads, parse_size
 
     from .main import default_device, parse_params
@@ -150,37 +120,19 @@ def dist_run(
     hq, hkv = parse_heads(heads)
     names = _strategies(strategy)
     given = parse_params(option, "--option")
-    rows: dict[str, dict[str, Any]] = {}
-    cases = []
+    problems = []
     for name in names:
         problem = Problem(kernel=inner, mask=mask, seqlen=parse_size(seqlen), heads_q=hq, heads_kv=hkv,
                           head_dim=head_dim, batch=batch, dtype=dtype, direction=direction, device=device,
                           sampler=sampler, seed=seed, mask_params=parse_params(mask_param, "--mask-param"),
                           sampler_params=parse_params(sampler_param, "--sampler-param"), strategy=name,
                           world_size=world)
-        options = resolve(problem, _options_for(name, given, names))
-        problem = problem.with_(strategy_options=options)  # options are part of the case's identity
-        reason = unsupported(problem, options)
-        if reason:
-            rows[name] = {**new_row(problem), "strategy_options": options, "status": "unsupported", "reason": reason}
-        else:
-            cases.append((asdict(problem), options))
-    if cases:
-        run = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check)
-        try:
-            if torchrun or world == 1:
-                measured = _measure_here(cases, run, backend, device, timeout)
-            else:
-                measured = spawn(measure_in_group, world, backend, device, (cases, asdict(run)), timeout)[0]
-            rows.update({row["strategy"]: row for row in measured})
-        except LongcaError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a rank died: the rows say why
-            for fields, options in cases:
-                rows[fields["strategy"]] = _failed_row(Problem(**fields), options, exc)
+        # resolved options are part of the case's identity
+        problems.append(problem.with_(strategy_options=resolve(problem, _options_for(name, given, names))))
+    run = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check)
+    ordered = measure_cases(problems, run, backend, timeout)
     if int(os.environ.get("RANK", "0")) != 0:
         return
-    ordered = [rows[name] for name in names]
     if output:
         writer = ResultsWriter(output / "results.jsonl")
         for row in ordered:

@@ -203,7 +203,8 @@ def sweep(
     cases = list(problems(sweep_spec))
     if dry_run:
         for p in cases:
-            typer.echo(f"{p.kernel} {p.mask} {p.seqlen} {p.heads_q}:{p.heads_kv} d{p.head_dim} {p.dtype} {p.direction}")
+            cp = f"{p.strategy} x{p.world_size} " if p.strategy else ""
+            typer.echo(f"{cp}{p.kernel} {p.mask} {p.seqlen} {p.heads_q}:{p.heads_kv} d{p.head_dim} {p.dtype} {p.direction}")
         typer.echo(f"{len(cases)} cases", err=True)
         return
     out = output or Path(sweep_spec.output or f"results/{sweep_spec.name}")

@@ -1,0 +1,52 @@
+"""Sweeps with `strategies`: CP cases in spawned gloo groups, one row each, resumable, reported."""
+import json
+import textwrap
+
+from typer.testing import CliRunner
+
+from longca_cli.main import app
+
+SPEC = """
+    [sweep]
+    kernels = ["reference"]
+    strategies = ["ring-p2p", "ulysses"]
+    world_sizes = [1, 2]
+    seqlen_per_rank = true
+    masks = ["causal", "causal_document"]
+    seqlens = ["128"]
+    heads = ["4:4"]
+    head_dims = [16]
+    dtypes = ["float32"]
+    directions = ["fwd", "bwd"]
+    device = "cpu"
+    samples = 1
+    warmup = 0
+    repeat = 1
+    check = true
+    timeout = 120
+"""
+
+
+def test_cp_sweep_rows_resume_and_report(tmp_path):
+    spec = tmp_path / "cp.toml"
+    spec.write_text(textwrap.dedent(SPEC))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["sweep", str(spec), "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 * 2 * 2 * 2  # masks x directions x world sizes x strategies
+    assert all(r["status"] == "ok" and r["rel_err"] < 1e-4 for r in rows), [r["reason"] for r in rows]
+    assert {(r["strategy"], r["world_size"], r["seqlen"]) for r in rows} == {
+        (s, w, 128 * w) for s in ("ring-p2p", "ulysses") for w in (1, 2)}
+    assert all(r["strategy_options"] is not None and r["ms_max_rank"] for r in rows)
+    again = CliRunner().invoke(app, ["sweep", str(spec), "--output", str(out), "--resume"])
+    assert again.exit_code == 0 and len((out / "results.jsonl").read_text().splitlines()) == len(rows)
+    report = CliRunner().invoke(app, ["report", str(out)])
+    assert report.exit_code == 0 and "ring-p2p/reference" in report.stdout and "world size 2" in report.stdout
+
+
+def test_cp_sweep_unknown_strategy_is_an_input_error(tmp_path):
+    spec = tmp_path / "cp.toml"
+    spec.write_text(textwrap.dedent(SPEC).replace('"ulysses"', '"ulyses"'))
+    result = CliRunner().invoke(app, ["sweep", str(spec), "--output", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "unknown CP strategy 'ulyses'" in result.output
