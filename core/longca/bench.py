@@ -70,7 +70,7 @@ def unsupported_reason(spec: KernelSpec, problem: Problem, registry: Optional[Re
     return spec.supports(problem) if spec.supports else None
 
 
-def _is_oom(exc: BaseException) -> bool:
+def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
 
@@ -168,13 +168,13 @@ def run_problem(problem: Problem, options: Optional[RunOptions] = None,
     except LongcaError:
         raise
     except Exception as exc:  # noqa: BLE001 - recorded in the row, the sweep goes on
-        status = "oom" if _is_oom(exc) else "error"
+        status = "oom" if is_oom(exc) else "error"
         log.debug("case failed", exc_info=True)
         row.update(status=status, reason=failure_reason(exc))
         if problem.device_type == "cuda":
             torch.cuda.empty_cache()
         return row
-    _fill(row, results)
+    fill_summary(row, results)
     return finish(row, results[0].get("errors"), options.tolerance or TOLERANCE[problem.dtype])
 
 
@@ -195,7 +195,7 @@ def finish(row: dict[str, Any], errors: Optional[dict[str, float]], tolerance: f
     return row
 
 
-def _fill(row: dict[str, Any], results: list[dict[str, Any]]) -> None:
+def fill_summary(row: dict[str, Any], results: list[dict[str, Any]]) -> None:
     """Median over mask samples: times, TFLOP/s (each sample's own FLOPs / its time); mean area."""
     med = lambda key, i=None: float(np.median([r[key][i] if i is not None else r[key] for r in results]))  # noqa: E731
     peaks = [r["peak"] for r in results if r["peak"] is not None]

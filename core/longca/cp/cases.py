@@ -10,7 +10,7 @@ import tempfile
 from dataclasses import asdict
 from typing import Any
 
-from ..bench import RunOptions
+from ..bench import RunOptions, is_oom
 from ..errors import LongcaError
 from ..problem import Problem
 from ..results import new_row
@@ -23,7 +23,7 @@ def failed_row(problem: Problem, exc: BaseException) -> dict[str, Any]:
     text = str(exc).strip().splitlines()
     lines = [line for line in text if line.strip() and not line.startswith(" ")]
     row = new_row(problem)
-    row.update(status="oom" if "out of memory" in str(exc).lower() else "error",
+    row.update(status="oom" if is_oom(exc) else "error",
                reason=(lines[-1] if lines else type(exc).__name__)[:500])
     return row
 

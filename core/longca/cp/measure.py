@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..bench import TOLERANCE, RunOptions, _fill, _is_oom, failure_reason, finish
+from ..bench import TOLERANCE, RunOptions, fill_summary, is_oom, failure_reason, finish
 from ..errors import LongcaError
 from ..flops import attention_flops
 from ..plugins import Registry, get_registry
@@ -124,12 +124,12 @@ def measure(problem: Problem, options: dict[str, Any], run: Optional[RunOptions]
         raise
     except Exception as exc:  # noqa: BLE001 - recorded in the row
         log.debug("CP case failed", exc_info=True)
-        row.update(status="oom" if _is_oom(exc) else "error",
+        row.update(status="oom" if is_oom(exc) else "error",
                    reason=failure_reason(exc))
         return row if dist.get_rank(group) == 0 else None
     if dist.get_rank(group) != 0:
         return None
-    _fill(row, results)
+    fill_summary(row, results)
     row["ms_max_rank"] = float(np.median([r["ms_max_rank"] for r in results]))
     return finish(row, results[0].get("errors"), run.tolerance or TOLERANCE[problem.dtype])
 
