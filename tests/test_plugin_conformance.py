@@ -164,3 +164,16 @@ def test_settings_change_the_problem_sizes(base_registry):
     problem = small_problem(spec, "block_causal_document", "fwd", registry=base_registry,
                             settings=Settings(seqlen=512))
     assert problem.seqlen % 1024 == 0 and problem.head_dim == 128 and problem.heads_q == problem.heads_kv
+
+
+def test_head_dim_follows_what_supports_accepts(base_registry):
+    """A cut-down build (FA3 without head_dim 64) is tested at a head dim it has, and passes."""
+    from longca.testing.conformance import small_problem
+
+    spec = replace(HONEST, name="cutdown", head_dims=(64, 128),
+                   supports=lambda p: "built without head_dim 64" if p.head_dim == 64 else None)
+    assert small_problem(spec, "causal", "fwd", registry=base_registry).head_dim == 128
+    assert small_problem(replace(spec, supports=None), "causal", "fwd", registry=base_registry).head_dim == 64
+    assert small_problem(spec, "causal", "fwd", registry=base_registry, settings=Settings(head_dim=64)).head_dim == 64
+    report = check(base_registry, spec)
+    assert not report.failures, report.summary()

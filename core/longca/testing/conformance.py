@@ -80,12 +80,29 @@ def primary_dtype(spec: KernelSpec, device: str) -> str:
     return next(d for d in DEVICE_ORDER[device] + tuple(spec.dtypes) if d in spec.dtypes)
 
 
-def conformance_head_dim(spec: KernelSpec, settings: Settings) -> int:
+def conformance_head_dim(spec: KernelSpec, settings: Settings,
+                         accepts: Optional[Callable[[int], bool]] = None) -> int:
+    """`settings.head_dim`, else the first declared head dim in preference order that `accepts`
+    (e.g. a cut-down build whose supports() refuses 64 gets 128), else the first of them."""
     if settings.head_dim:
         return settings.head_dim
-    if spec.head_dims is None:
-        return 64
-    return next((d for d in HEAD_DIM_PREFERENCE if d in spec.head_dims), spec.head_dims[0])
+    declared = HEAD_DIM_PREFERENCE if spec.head_dims is None else (
+        [d for d in HEAD_DIM_PREFERENCE if d in spec.head_dims]
+        + [d for d in spec.head_dims if d not in HEAD_DIM_PREFERENCE])
+    return next((d for d in declared if accepts is None or accepts(d)), declared[0])
+
+
+def _supports_accepts(spec: KernelSpec, problem: Problem) -> Optional[Callable[[int], bool]]:
+    """Whether supports() takes `problem` with another head dim (None: the kernel has no supports())."""
+    if spec.supports is None:
+        return None
+
+    def accepts(head_dim: int) -> bool:
+        try:
+            return spec.supports(problem.with_(head_dim=head_dim)) is None
+        except Exception:  # noqa: BLE001 - a raising supports() is reported by the case itself
+            return False
+    return accepts
 
 
 def small_problem(spec: KernelSpec, mask: str, direction: str, device: str = "cpu",
@@ -102,7 +119,10 @@ def small_problem(spec: KernelSpec, mask: str, direction: str, device: str = "cp
         direction=direction, device=device, seed=settings.seed, sampler="uniform",
         sampler_params={"min_len": max(1, seqlen // 16), "max_len": max(1, seqlen // 2)},
         mask_params={"block": 64} if mask.startswith("block_sparse") else {})
-    return problem.with_(**changes) if changes else problem
+    problem = problem.with_(**changes) if changes else problem
+    if "head_dim" in changes:
+        return problem
+    return problem.with_(head_dim=conformance_head_dim(spec, settings, _supports_accepts(spec, problem)))
 
 
 def _describe(problem: Problem) -> str:

@@ -52,8 +52,8 @@ def _first_line(exc: BaseException) -> str:
 
 def _fastvideo(kind: str) -> tuple[Optional[Backend], str]:
     package = f"fastvideo-kernel {version('fastvideo-kernel')}"
-    try:
-        from fastvideo_kernel import block_sparse_attn as bsa
+    try:  # the package re-exports the function block_sparse_attn under the module's name: import the module
+        bsa = importlib.import_module("fastvideo_kernel.block_sparse_attn")
         from fastvideo_kernel.triton_kernels.index import map_to_index
     except Exception as exc:  # noqa: BLE001 - any import failure is the reason
         return None, f"{package} does not import ({_first_line(exc)})"

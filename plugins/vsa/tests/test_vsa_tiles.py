@@ -89,3 +89,30 @@ def test_available_reasons(monkeypatch):
     library.find.cache_clear()
     assert "vsa installed, but no CUDA GPU is visible" in library.find("triton")[1]
     library.find.cache_clear()
+
+
+FASTVIDEO_LAYOUT = {  # fastvideo-kernel 0.3.5's layout, cut to the names longca uses
+    "fastvideo_kernel/__init__.py": "from fastvideo_kernel.block_sparse_attn import block_sparse_attn, "
+                                    "block_sparse_attn_from_indices\n",
+    "fastvideo_kernel/block_sparse_attn.py": "def block_sparse_attn(*a): pass\n"
+                                             "def block_sparse_attn_from_indices(*a): pass\n"
+                                             "def block_sparse_attn_triton(*a): return 'triton'\n",
+    "fastvideo_kernel/triton_kernels/__init__.py": "",
+    "fastvideo_kernel/triton_kernels/index.py": "def map_to_index(m): return (m,)\n",
+}
+
+
+def test_finds_the_triton_kernel_in_a_package_that_reexports_the_module_name(tmp_path, monkeypatch):
+    """fastvideo_kernel re-exports the function block_sparse_attn under its module's name (seen on the H200)."""
+    import sys
+
+    for path, text in FASTVIDEO_LAYOUT.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [m for m in sys.modules if m.startswith("fastvideo_kernel")]:
+        monkeypatch.delitem(sys.modules, name)
+    backend, why = library._fastvideo("triton")
+    assert why == "" and backend.kind == "triton" and backend.attn() == "triton"
+    for name in [m for m in sys.modules if m.startswith("fastvideo_kernel")]:
+        monkeypatch.delitem(sys.modules, name)
