@@ -188,3 +188,28 @@ def test_doctor_and_plugins():
     plugins = json.loads(invoke("plugins", "--format", "json").stdout)
     names = {p["distribution"] for p in plugins}
     assert {"longca-core", "longca-plugin-sdpa", "longca-plugin-torch"} <= names
+
+
+def test_report_merges_runs_with_their_own_peaks_sorted_and_by_mask_params(tmp_path):
+    """Each fastest cell is divided by the peak of its own run; lengths ascend; block/density rows stay apart."""
+    def row(kernel, mask, seqlen, tflops, **params):
+        return {"kernel": kernel, "mask": mask, "mask_params": params, "seqlen": seqlen, "heads_q": 4,
+                "heads_kv": 4, "head_dim": 64, "dtype": "bfloat16", "direction": "fwd", "status": "ok",
+                "tflops": tflops, "case_id": f"{kernel}-{mask}-{seqlen}-{sorted(params.items())}"}
+
+    runs = {"long": (500.0, [row("a", "causal", 32768, 400.0)]),
+            "short": (800.0, [row("a", "causal", 1024, 400.0), row("b", "causal", 1024, 200.0),
+                              row("a", "block_sparse_uniform", 1024, 100.0, block=64, density=0.2),
+                              row("a", "block_sparse_uniform", 1024, 300.0, block=128, density=0.2)])}
+    for name, (peak, rows) in runs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (tmp_path / name / "run.json").write_text(json.dumps({"matmul_peak_tflops": peak}))
+    result = invoke("report", tmp_path / "long", tmp_path / "short", "--output", tmp_path / "rep", "--no-plots")
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "500 (long), 800 (short)" in text
+    assert text.index("| causal | 1k |") < text.index("| causal | 32k |")
+    assert "| causal | 1k | 400.0 | 200.0 | a | 50% |" in text and "| causal | 32k | 400.0 |  | a | 80% |" in text
+    assert "| block_sparse_uniform block=64 density=0.2 | 1k | 100.0 |" in text
+    assert "| block_sparse_uniform block=128 density=0.2 | 1k | 300.0 |" in text

@@ -12,15 +12,18 @@ from longca.sizes import format_size
 STATUS_SHORT = {"unsupported": "unsup", "oom": "oom", "error": "err", "incorrect": "wrong"}
 
 
-def _peak(results: list[Path]) -> Optional[float]:
-    """The bf16 matmul peak measured by the first run whose run.json has one."""
-    for path in results:
-        run_json = path.parent / "run.json"
-        if run_json.exists():
-            peak = json.loads(run_json.read_text()).get("matmul_peak_tflops")
-            if peak:
-                return peak
+def _run_peak(path: Path) -> Optional[float]:
+    """The bf16 matmul peak measured by the run that wrote `path` (its run.json), if any."""
+    run_json = path.parent / "run.json"
+    if run_json.exists():
+        return json.loads(run_json.read_text()).get("matmul_peak_tflops") or None
     return None
+
+
+def _mask_label(row: dict[str, Any]) -> str:
+    """The mask, with the parameters a sweep varied (block, density, ...) when the row has any."""
+    params = row.get("mask_params") or {}
+    return " ".join([row["mask"], *(f"{k}={v}" for k, v in sorted(params.items()))])
 
 
 def _groups(rows: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
@@ -37,37 +40,45 @@ def _label(row: dict[str, Any]) -> str:
     return row["kernel"] if not row.get("strategy") else f"{row['strategy']}/{row['kernel']}"
 
 
-def markdown(rows: list[dict[str, Any]], peak: Optional[float]) -> str:
-    """One table per group: a row per (mask, length), a column per kernel, TFLOP/s or status."""
+def markdown(rows: list[dict[str, Any]], peaks: Optional[dict[str, float]] = None) -> str:
+    """One table per group: a row per (mask, length), a column per kernel, TFLOP/s or status.
+
+    `peaks` (results file -> its run's bf16 matmul peak): the fastest cell's fraction of the peak
+    measured by the run that produced that cell (rows carry it as `matmul_peak_tflops`)."""
     out = []
-    if peak:
-        out.append(f"bf16 matmul peak measured in this run: {peak:.0f} TFLOP/s\n")
+    with_peak = any(r.get("matmul_peak_tflops") for r in rows)
+    if peaks:
+        measured = ", ".join(f"{v:.0f} ({k})" for k, v in peaks.items())
+        out.append(f"bf16 matmul peak measured in each run, TFLOP/s: {measured}. \"of peak\" divides the "
+                   f"fastest cell by the peak of the run that measured it.\n")
     for (direction, heads, d, dtype, strategy, world), group in _groups(rows).items():
         kernels = sorted({_label(r) for r in group})
         out.append(f"### {direction}, heads {heads}, head_dim {d}, {dtype}"
                    + (f", world size {world}" if strategy != "-" else "") + "\n")
-        header = ["mask", "seqlen", *kernels, "fastest"] + (["of peak"] if peak else [])
+        header = ["mask", "seqlen", *kernels, "fastest"] + (["of peak"] if with_peak else [])
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "---|" * len(header))
+        order = {m: i for i, m in enumerate(dict.fromkeys(_mask_label(r) for r in group))}
         cells: dict[tuple, dict[str, dict]] = {}
-        for r in group:
-            cells.setdefault((r["mask"], r["seqlen"]), {})[_label(r)] = r
+        for r in sorted(group, key=lambda r: (order[_mask_label(r)], r["seqlen"])):
+            cells.setdefault((_mask_label(r), r["seqlen"]), {})[_label(r)] = r
         for (mask, seqlen), by_kernel in cells.items():
             line = [mask, format_size(seqlen)]
-            best, best_tf = None, 0.0
+            best = None
             for k in kernels:
                 r = by_kernel.get(k)
                 if r is None:
                     line.append("")
                 elif r["status"] == "ok" and r.get("tflops") is not None:
                     line.append(f"{r['tflops']:.1f}" if r["tflops"] >= 10 else f"{r['tflops']:.3g}")
-                    if r["tflops"] > best_tf:
-                        best, best_tf = k, r["tflops"]
+                    if best is None or r["tflops"] > best["tflops"]:
+                        best = r
                 else:
                     line.append(STATUS_SHORT.get(r["status"], r["status"]))
-            line.append(best or "")
-            if peak:
-                line.append(f"{best_tf / peak:.0%}" if best else "")
+            line.append(_label(best) if best else "")
+            if with_peak:
+                peak = best.get("matmul_peak_tflops") if best else None
+                line.append(f"{best['tflops'] / peak:.0%}" if peak else "")
             out.append("| " + " | ".join(line) + " |")
         out.append("")
     out.append("Cells are TFLOP/s (median; document masks: median over mask samples). "
@@ -94,7 +105,7 @@ def plot(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
 
     paths = []
     for (direction, heads, d, dtype, strategy, world), group in _groups(rows).items():
-        masks = list(dict.fromkeys(r["mask"] for r in group))
+        masks = list(dict.fromkeys(_mask_label(r) for r in group))
         ncols = min(4, len(masks))
         nrows = -(-len(masks) // ncols)
         fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.2 * nrows), squeeze=False)
@@ -102,7 +113,7 @@ def plot(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
         for ax, mask in zip(axes.flat, masks):
             for k in kernels:
                 pts = sorted((r["seqlen"], r["tflops"]) for r in group
-                             if r["mask"] == mask and _label(r) == k and r["status"] == "ok" and r.get("tflops"))
+                             if _mask_label(r) == mask and _label(r) == k and r["status"] == "ok" and r.get("tflops"))
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=k)
             seqlens = sorted({r["seqlen"] for r in group})
@@ -133,12 +144,16 @@ def plot(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
 def write_report(results: list[Path], directory: Path, plots: bool = True) -> dict[str, Any]:
     """Report over one or more results.jsonl; a case measured twice keeps its last row."""
     by_case: dict[Any, dict[str, Any]] = {}
+    peaks: dict[str, float] = {}
     for path in results:
+        peak = _run_peak(path)
+        if peak:
+            peaks[path.parent.name or str(path)] = peak
         for row in read_rows(path):
-            by_case[row.get("case_id") or id(row)] = row
+            by_case[row.get("case_id") or id(row)] = {**row, "matmul_peak_tflops": peak}
     rows = list(by_case.values())
     directory.mkdir(parents=True, exist_ok=True)
-    text = markdown(rows, _peak(results))
+    text = markdown(rows, peaks)
     (directory / "report.md").write_text(text + "\n")
     write_csv(rows, directory / "report.csv")
     files = [directory / "report.md", directory / "report.csv"]
