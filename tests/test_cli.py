@@ -213,3 +213,26 @@ def test_report_merges_runs_with_their_own_peaks_sorted_and_by_mask_params(tmp_p
     assert "| causal | 1k | 400.0 | 200.0 | a | 50% |" in text and "| causal | 32k | 400.0 |  | a | 80% |" in text
     assert "| block_sparse_uniform block=64 density=0.2 | 1k | 100.0 |" in text
     assert "| block_sparse_uniform block=128 density=0.2 | 1k | 300.0 |" in text
+
+
+def test_sweep_max_minutes_stops_starting_cases_and_resume_finishes(tmp_path):
+    path = spec_file(tmp_path, SMALL_SPEC)
+    out = tmp_path / "out"
+    stopped = invoke("sweep", path, "--output", out, "--max-minutes", "0")
+    assert stopped.exit_code == 0, stopped.output
+    assert "24 of 24 cases not run yet" in stopped.output and "--resume" in stopped.output
+    assert invoke("sweep", path, "--output", out, "--resume").exit_code == 0
+    assert len((out / "results.jsonl").read_text().splitlines()) == 24
+
+
+def test_run_sweep_checks_the_time_before_each_case(tmp_path, monkeypatch):
+    """With a clock that advances 1 s per look and 1.5 s allowed, exactly one case runs."""
+    import itertools
+
+    from longca import sweep
+
+    clock = itertools.count()
+    monkeypatch.setattr(sweep.time, "monotonic", lambda: next(clock))
+    spec = sweep.load_spec(spec_file(tmp_path, SMALL_SPEC))
+    rows = sweep.run_sweep(spec, tmp_path / "out", max_seconds=1.5)
+    assert len(rows) == 1

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal, Optional, Union
 
@@ -183,9 +184,14 @@ def measure_matmul_peak(device: str = "cuda", n: int = 8192) -> Optional[float]:
 
 def run_sweep(spec: SweepSpec, output: Path, resume: bool = False,
               on_case: Optional[Callable[[Problem, Optional[dict]], None]] = None,
-              registry: Optional[Registry] = None) -> list[dict[str, Any]]:
-    """Run every case of the grid, appending each row as it finishes; returns the new rows."""
+              registry: Optional[Registry] = None, max_seconds: Optional[float] = None) -> list[dict[str, Any]]:
+    """Run every case of the grid, appending each row as it finishes; returns the new rows.
+
+    `max_seconds`: start no case (or CP batch) after that many seconds; a case already running
+    finishes. The cases left are run by a later call with `resume=True`."""
     registry = registry or get_registry()
+    started = time.monotonic()
+    out_of_time = lambda: max_seconds is not None and time.monotonic() - started > max_seconds  # noqa: E731
     check_device(spec.device)
     writer = ResultsWriter(output / "results.jsonl")
     if not resume and writer.path.exists() and writer.path.stat().st_size:
@@ -211,7 +217,7 @@ def run_sweep(spec: SweepSpec, output: Path, resume: bool = False,
         from .cp.cases import measure_cases
         from .cp.launch import default_backend
 
-        while pending:
+        while pending and not out_of_time():
             world = pending[0].world_size
             batch = [p for p in pending if p.world_size == world]
             pending[:] = [p for p in pending if p.world_size != world]
@@ -221,6 +227,8 @@ def run_sweep(spec: SweepSpec, output: Path, resume: bool = False,
 
     try:
         for problem in problems(spec, registry):
+            if out_of_time():
+                break
             if case_id(problem) in done:
                 if on_case:
                     on_case(problem, None)

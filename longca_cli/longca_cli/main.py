@@ -195,6 +195,9 @@ def sweep(
     output: Optional[Path] = typer.Option(None, help="results folder (default: the spec's output, or results/NAME)"),
     resume: bool = typer.Option(False, "--resume", help="skip cases already in OUTPUT/results.jsonl"),
     dry_run: bool = typer.Option(False, "--dry-run", help="list the cases and exit"),
+    max_minutes: Optional[float] = typer.Option(
+        None, "--max-minutes", min=0, help="start no new case after this many minutes (the running one finishes); "
+                                           "continue later with --resume"),
 ) -> None:
     """Run a grid from a TOML spec; rows are appended to OUTPUT/results.jsonl as they finish."""
     from longca.sweep import load_spec, problems, run_sweep
@@ -208,12 +211,22 @@ def sweep(
         typer.echo(f"{len(cases)} cases", err=True)
         return
     out = output or Path(sweep_spec.output or f"results/{sweep_spec.name}")
-    rows = render.with_progress(len(cases), lambda tick: run_sweep(sweep_spec, out, resume, tick, _registry()))
+    max_seconds = None if max_minutes is None else 60 * max_minutes
+    rows = render.with_progress(len(cases), lambda tick: run_sweep(sweep_spec, out, resume, tick, _registry(),
+                                                                   max_seconds))
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
     typer.echo(f"{len(rows)} cases run into {out / 'results.jsonl'}: "
                + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())), err=True)
+    if max_minutes is None:
+        return
+    from longca.results import ResultsWriter, case_id
+
+    left = len(cases) - len(ResultsWriter(out / "results.jsonl").done_ids() & {case_id(p) for p in cases})
+    if left:
+        typer.echo(f"{left} of {len(cases)} cases not run yet (--max-minutes {max_minutes:g}); "
+                   f"continue with: longca sweep {spec} --output {out} --resume", err=True)
 
 
 @app.command()
