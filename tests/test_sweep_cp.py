@@ -50,3 +50,33 @@ def test_cp_sweep_unknown_strategy_is_an_input_error(tmp_path):
     spec.write_text(textwrap.dedent(SPEC).replace('"ulysses"', '"ulyses"'))
     result = CliRunner().invoke(app, ["sweep", str(spec), "--output", str(tmp_path / "o")])
     assert result.exit_code == 2 and "unknown CP strategy 'ulyses'" in result.output
+
+
+def test_baseline_cases_and_scaling_efficiency_in_the_report(tmp_path):
+    spec = tmp_path / "cp.toml"
+    text = textwrap.dedent(SPEC).replace('strategies = ["ring-p2p", "ulysses"]', 'strategies = ["ring-p2p"]')
+    text = text.replace("world_sizes = [1, 2]", "world_sizes = [2]\nbaseline = true")
+    spec.write_text(text.replace('masks = ["causal", "causal_document"]', 'masks = ["causal"]')
+                    .replace('directions = ["fwd", "bwd"]', 'directions = ["fwd"]'))
+    out = tmp_path / "out"
+    assert CliRunner().invoke(app, ["sweep", str(spec), "--output", str(out)]).exit_code == 0
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [(r["strategy"], r["seqlen"]) for r in rows] == [(None, 128), ("ring-p2p", 256)]
+    report = CliRunner().invoke(app, ["report", str(out)])
+    assert report.exit_code == 0 and "## Scaling efficiency" in report.stdout
+    assert "| ring-p2p/reference | causal | 128 |" in report.stdout
+
+
+def test_scaling_efficiency_divides_by_the_kernel_alone_at_the_per_gpu_length():
+    from longca_cli.report import efficiency_markdown, scaling_efficiency
+
+    def row(seqlen, tflops, strategy=None, world=1, mask="full"):
+        return {"kernel": "fa2", "strategy": strategy, "world_size": world, "mask": mask, "mask_params": {},
+                "sampler": "auto", "seqlen": seqlen, "batch": 1, "heads_q": 64, "heads_kv": 8, "head_dim": 128,
+                "dtype": "bfloat16", "direction": "fwd", "status": "ok", "tflops": tflops}
+
+    rows = [row(8192, 400.0), row(8192 * 8, 360.0, "usp", 8), row(8192 * 8, 380.0, "usp", 4),
+            row(8192 * 2, 390.0, "usp", 2, mask="causal")]  # no causal baseline: left out
+    pairs = scaling_efficiency(rows)
+    assert [(p["row"]["world_size"], p["efficiency"]) for p in pairs] == [(8, 0.9)]
+    assert "| usp/fa2 | full | 8k | 400.0 | 0.90 (360.0) |" in efficiency_markdown(pairs)

@@ -58,6 +58,7 @@ class SweepSpec(BaseModel):
     strategies: list[str] = Field(default_factory=list)
     world_sizes: list[int] = [1]
     seqlen_per_rank: bool = False  # S = seqlen x world size (the paper's CP grid: 8K tokens per GPU)
+    baseline: bool = False  # with strategies: each inner kernel alone too, on one GPU at the per-rank length
     backend: Optional[Literal["nccl", "gloo"]] = None
     strategy_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     timeout: int = Field(600, ge=1)
@@ -155,8 +156,17 @@ def problems(spec: SweepSpec, registry: Optional[Registry] = None) -> Iterator[P
                               sampler_params=dict(spec.sampler_params))
             if not spec.strategies:
                 yield problem
+            elif spec.baseline:
+                yield from _baselines(spec, problem)
             for world, strategy in itertools.product(spec.world_sizes, spec.strategies):
                 yield _cp_problem(spec, problem, strategy, world, registry)
+
+
+def _baselines(spec: SweepSpec, problem: Problem) -> Iterator[Problem]:
+    """The inner kernel alone at each per-rank length: what scaling efficiency is measured against."""
+    lengths = [problem.seqlen] if spec.seqlen_per_rank else [problem.seqlen // w for w in spec.world_sizes]
+    for seqlen in dict.fromkeys(lengths):
+        yield problem.with_(seqlen=seqlen)
 
 
 def _cp_problem(spec: SweepSpec, problem: Problem, strategy: str, world: int, registry) -> Problem:

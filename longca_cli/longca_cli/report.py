@@ -87,6 +87,56 @@ def markdown(rows: list[dict[str, Any]], peaks: Optional[dict[str, float]] = Non
     return "\n".join(out)
 
 
+def _case_key(row: dict[str, Any], seqlen: int) -> tuple:
+    return (row["kernel"], _mask_label(row), row.get("sampler"), seqlen, row.get("batch", 1), row["heads_q"],
+            row["heads_kv"], row["head_dim"], row["dtype"], row["direction"])
+
+
+def scaling_efficiency(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """CP rows next to their inner kernel alone on one GPU at the per-GPU length (S / world size):
+    efficiency = the CP row's TFLOP/s per GPU / the single-GPU row's TFLOP/s."""
+    ok = [r for r in rows if r["status"] == "ok" and r.get("tflops")]
+    alone = {_case_key(r, r["seqlen"]): r for r in ok if not r.get("strategy")}
+    out = []
+    for r in ok:
+        world = r.get("world_size") or 1
+        base = alone.get(_case_key(r, r["seqlen"] // world)) if r.get("strategy") else None
+        if base:
+            out.append({"row": r, "baseline": base, "efficiency": r["tflops"] / base["tflops"]})
+    return out
+
+
+def efficiency_markdown(pairs: list[dict[str, Any]]) -> str:
+    """A table per (direction, heads, head_dim, dtype): a row per strategy/kernel and mask, a column per world size."""
+    if not pairs:
+        return ""
+    out = ["## Scaling efficiency\n",
+           "TFLOP/s per GPU of the CP case over its inner kernel alone on one GPU at the per-GPU length "
+           "(S / world size); in brackets the CP case's TFLOP/s per GPU.\n"]
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for p in pairs:
+        r = p["row"]
+        groups.setdefault((r["direction"], f"{r['heads_q']}:{r['heads_kv']}", r["head_dim"], r["dtype"]), []).append(p)
+    for (direction, heads, d, dtype), group in groups.items():
+        worlds = sorted({p["row"]["world_size"] for p in group})
+        out.append(f"### {direction}, heads {heads}, head_dim {d}, {dtype}\n")
+        header = ["strategy/kernel", "mask", "per-GPU length", "alone (TFLOP/s)", *(f"W={w}" for w in worlds)]
+        out.append("| " + " | ".join(header) + " |")
+        out.append("|" + "---|" * len(header))
+        cells: dict[tuple, dict[int, dict]] = {}
+        for p in group:
+            r = p["row"]
+            key = (_label(r), _mask_label(r), p["baseline"]["seqlen"], p["baseline"]["tflops"])
+            cells.setdefault(key, {})[r["world_size"]] = p
+        for (label, mask, seqlen, alone_tf), by_world in cells.items():
+            line = [label, mask, format_size(seqlen), f"{alone_tf:.1f}"]
+            line += [f"{by_world[w]['efficiency']:.2f} ({by_world[w]['row']['tflops']:.1f})" if w in by_world else ""
+                     for w in worlds]
+            out.append("| " + " | ".join(line) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
     columns = list(FIELDS) + ["backend", "samples"]
     with path.open("w", newline="") as f:
@@ -154,6 +204,9 @@ def write_report(results: list[Path], directory: Path, plots: bool = True) -> di
     rows = list(by_case.values())
     directory.mkdir(parents=True, exist_ok=True)
     text = markdown(rows, peaks)
+    efficiency = efficiency_markdown(scaling_efficiency(rows))
+    if efficiency:
+        text += "\n\n" + efficiency
     (directory / "report.md").write_text(text + "\n")
     write_csv(rows, directory / "report.csv")
     files = [directory / "report.md", directory / "report.csv"]
