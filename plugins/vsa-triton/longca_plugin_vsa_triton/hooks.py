@@ -10,16 +10,10 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from longca import hookimpl
-from longca.masks.catalog import BLOCK_SPARSE_MASKS
-from longca.specs import KernelSpec
 from longca_plugin_vsa import kernel, library
 from longca_plugin_vsa.tiles import TILE, block_param
 
 KIND = "triton"
-
-
-def available() -> Optional[str]:
-    return library.find(KIND)[1]
 
 
 def supports(problem: Any) -> Optional[str]:
@@ -35,32 +29,10 @@ def supports(problem: Any) -> Optional[str]:
     return None
 
 
-def prepare(problem, mask, q, k, v):
-    return kernel.prepare(KIND, problem, mask, q)
-
-
-def run(prepared, q, k, v):
-    return kernel.run(prepared, q, k, v)
-
-
 @hookimpl
 def longca_kernels():
-    return [KernelSpec(
-        name="vsa-triton",
-        family="sparse",
-        description="Video Sparse Attention, Triton kernel (fastvideo-kernel or vsa): 64-token tiles, "
-                    "variable blocks as partly filled tiles, any CUDA GPU",
-        masks=BLOCK_SPARSE_MASKS,
-        prepare=prepare,
-        run=run,
-        dtypes=("bfloat16",),
-        head_dims=(64, 128),
-        gqa=False,
-        backward=True,
-        devices=("cuda",),
-        min_compute_capability=(8, 0),
-        available=available,
-        supports=supports,
-        backend=lambda: kernel.backend_name(KIND),
-        url="https://github.com/hao-ai-lab/FastVideo/tree/main/fastvideo-kernel",
-    )]
+    return [kernel.kernel_spec(
+        KIND, "vsa-triton",
+        "Video Sparse Attention, Triton kernel (fastvideo-kernel or vsa): 64-token tiles, "
+        "variable blocks as partly filled tiles, any CUDA GPU",
+        supports, min_compute_capability=(8, 0))]

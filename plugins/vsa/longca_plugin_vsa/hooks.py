@@ -9,16 +9,10 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from longca import hookimpl
-from longca.masks.catalog import BLOCK_SPARSE_MASKS
-from longca.specs import KernelSpec
 
 from . import kernel, library
 
 KIND = "tk"
-
-
-def available() -> Optional[str]:
-    return library.find(KIND)[1]
 
 
 def supports(problem: Any) -> Optional[str]:
@@ -36,35 +30,13 @@ def supports(problem: Any) -> Optional[str]:
     return None
 
 
-def prepare(problem, mask, q, k, v):
-    return kernel.prepare(KIND, problem, mask, q)
-
-
-def run(prepared, q, k, v):
-    return kernel.run(prepared, q, k, v)
-
-
 @hookimpl
 def longca_kernels():
-    return [KernelSpec(
-        name="vsa",
-        family="sparse",
-        description="Video Sparse Attention, ThunderKittens kernel for sm90 (fastvideo-kernel or vsa): "
-                    "64-token tiles, variable blocks as partly filled tiles",
-        masks=BLOCK_SPARSE_MASKS,
-        prepare=prepare,
-        run=run,
-        dtypes=("bfloat16",),
-        head_dims=(64, 128),
-        gqa=False,
-        backward=True,
-        devices=("cuda",),
-        min_compute_capability=(9, 0),
-        available=available,
-        supports=supports,
-        backend=lambda: kernel.backend_name(KIND),
-        url="https://github.com/hao-ai-lab/FastVideo/tree/main/fastvideo-kernel",
-    )]
+    return [kernel.kernel_spec(
+        KIND, "vsa",
+        "Video Sparse Attention, ThunderKittens kernel for sm90 (fastvideo-kernel or vsa): "
+        "64-token tiles, variable blocks as partly filled tiles",
+        supports, min_compute_capability=(9, 0))]
 
 
 @hookimpl

@@ -44,3 +44,17 @@ def run(prepared: Prepared, q: Any, k: Any, v: Any) -> Any:
 def backend_name(kind: str) -> str:
     backend, _ = library.find(kind)
     return backend.name if backend else ""
+
+
+def kernel_spec(kind: str, name: str, description: str, supports: Any, min_compute_capability: tuple) -> Any:
+    """The KernelSpec of one kind of VSA kernel: what the ThunderKittens and Triton kernels share."""
+    from longca.masks.catalog import BLOCK_SPARSE_MASKS
+    from longca.specs import KernelSpec
+
+    return KernelSpec(
+        name=name, family="sparse", description=description, masks=BLOCK_SPARSE_MASKS,
+        prepare=lambda problem, mask, q, k, v: prepare(kind, problem, mask, q), run=run,
+        dtypes=("bfloat16",), head_dims=(64, 128), gqa=False, backward=True, devices=("cuda",),
+        min_compute_capability=min_compute_capability, available=lambda: library.find(kind)[1],
+        supports=supports, backend=lambda: backend_name(kind),
+        url="https://github.com/hao-ai-lab/FastVideo/tree/main/fastvideo-kernel")
