@@ -1,1 +1,1 @@
-"""longca kernel plugin `cudnn`: cuDNN fused attention through torch."""
+"""longca kernel plugin `cudnn`: cuDNN fused attention, through cudnn-frontend graphs or through torch."""

@@ -1,15 +1,21 @@
-"""cuDNN fused attention (the cuDNN "flash" SDPA kernels) through torch.
+"""cuDNN fused attention (the cuDNN "flash" SDPA kernels): two paths, fixed when the plugin loads.
 
-Full and causal: SDPA with `sdpa_kernel(SDPBackend.CUDNN_ATTENTION)`. Everything else goes
-through longca's planner with cuDNN's explicit-lse ops: `aten._scaled_dot_product_cudnn_attention`
-(+ `_backward`) for one rectangle, `aten._cudnn_attention_forward/_backward` with cumulative
-sequence lengths (cuDNN's ragged layout) for documents. These take `is_causal` only (top-left),
-so the planner gives them full rectangles and causal squares: sliding windows need cuDNN's
-diagonal band bounds (cudnn-frontend graph API), which this plugin does not drive yet, and are
-refused with that reason. The backward runs only through SDPA (full, causal); see BACKWARD_REASON.
+- **cuDNN frontend** (`frontend.py`, `graphs.py`), when nvidia-cudnn-frontend (module `cudnn`) is
+  installed: every call of the core planner's plan is one cuDNN SDPA graph, built once in
+  `prepare` and only executed in the timed call; documents in cuDNN's ragged layout, windows as
+  cuDNN's diagonal band. All static masks, forward and backward, and the lse primitives.
+- **torch** (this file), otherwise or with LONGCA_CUDNN_BACKEND=torch: full and causal through SDPA
+  with `sdpa_kernel(SDPBackend.CUDNN_ATTENTION)`; everything else through the planner with cuDNN's
+  explicit-lse ops as torch exposes them: `aten._scaled_dot_product_cudnn_attention` (+ `_backward`)
+  for one rectangle, `aten._cudnn_attention_forward/_backward` with cumulative sequence lengths
+  for documents. These take `is_causal` only (top-left), so the planner gives them full rectangles
+  and causal squares: sliding windows are refused. The backward runs only through SDPA (full,
+  causal); see BACKWARD_REASON. torch rebuilds its varlen cuDNN graph on every call
+  (https://github.com/pytorch/pytorch/pull/191576), which makes the document forward slow.
 """
 from __future__ import annotations
 
+from importlib import metadata
 from typing import Optional
 
 from longca import hookimpl
@@ -18,6 +24,8 @@ from longca.flashplan.executor import CallArgs, ExecCall, lse_primitives
 from longca.flashplan.kernel import gpu_reason
 from longca.flashplan.kernel import FA_MASKS, head_dim_reason, make_prepare_run, plan_reason
 from longca.flashplan.plan import full_or_square_causal
+
+from . import frontend
 
 WINDOW_MASKS = ("sliding_window", "sliding_window_causal", "global_sliding_window")
 BACKWARD_MASKS = ("full", "causal")
@@ -106,39 +114,77 @@ def available() -> Optional[str]:
     return None
 
 
-def supports(problem) -> Optional[str]:
+def torch_supports(problem) -> Optional[str]:
+    """What the torch path refuses: windows (no band in torch's ops), backward beyond full/causal."""
     if problem.direction != "fwd" and problem.mask not in BACKWARD_MASKS:
         return BACKWARD_REASON
     return head_dim_reason(problem, 8, 256) or plan_reason(problem, full_or_square_causal)
 
 
-def backend() -> str:
+def frontend_supports(problem) -> Optional[str]:
+    """What the frontend path refuses: a process where it cannot run, head dims, masks with no band."""
+    reason = frontend.frontend_reason()
+    if reason:
+        return reason
+    if problem.head_dim % 8 or problem.head_dim > frontend.MAX_HEAD_DIM:
+        return f"head_dim {problem.head_dim}: the cuDNN frontend path runs multiples of 8 up to {frontend.MAX_HEAD_DIM}"
+    return plan_reason(problem, frontend.band_ok)
+
+
+def supports(problem) -> Optional[str]:
+    return frontend_supports(problem) if PATH == "frontend" else torch_supports(problem)
+
+
+def torch_backend() -> str:
     import torch
 
     version = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     return f"cuDNN {version} via torch {torch.__version__} (SDPA cuDNN backend / aten cuDNN attention ops)"
 
 
-prepare, run = make_prepare_run(CuDNN, public_for)
-forward_lse, _ = lse_primitives(CuDNN)
+def backend() -> str:
+    return frontend.backend_label() if PATH == "frontend" else torch_backend()
 
-SPEC = KernelSpec(
-    name="cudnn",
-    family="dense",
-    description="cuDNN fused attention via torch: SDPA cuDNN backend, ragged varlen ops for documents; "
-                "no sliding windows",
-    masks=MASKS,
-    prepare=prepare,
-    run=run,
-    dtypes=("bfloat16", "float16"),
-    devices=("cuda",),
-    min_compute_capability=(8, 0),
-    available=available,
-    supports=supports,
-    forward_lse=forward_lse,
-    backend=backend,
-    url="https://docs.nvidia.com/deeplearning/cudnn/frontend/latest/operations/Attention.html",
-)
+
+def masks_for(path: str) -> tuple[str, ...]:
+    """The masks a path claims: every static mask through the frontend, no window through torch."""
+    return FA_MASKS if path == "frontend" else MASKS
+
+
+torch_prepare, torch_run = make_prepare_run(CuDNN, public_for)
+torch_forward_lse, _ = lse_primitives(CuDNN)
+DESCRIPTIONS = {
+    "frontend": "cuDNN fused attention via cudnn-frontend graphs built in prepare: ragged layout for documents, "
+                "diagonal bands for windows, lse-merged calls for heterogeneous masks",
+    "torch": "cuDNN fused attention via torch: SDPA cuDNN backend, ragged varlen ops for documents; "
+             "no sliding windows",
+}
+
+
+def make_spec(path: str) -> KernelSpec:
+    """The kernel as one path runs it ('frontend' or 'torch')."""
+    on_frontend = path == "frontend"
+    return KernelSpec(
+        name="cudnn",
+        family="dense",
+        description=DESCRIPTIONS[path],
+        masks=masks_for(path),
+        prepare=frontend.prepare if on_frontend else torch_prepare,
+        run=frontend.run if on_frontend else torch_run,
+        dtypes=("bfloat16", "float16"),
+        devices=("cuda",),
+        min_compute_capability=(9, 0) if on_frontend else (8, 0),
+        available=available,
+        supports=supports,
+        forward_lse=frontend.forward_lse if on_frontend else torch_forward_lse,
+        backward_lse=frontend.backward_lse if on_frontend else None,
+        backend=backend,
+        url="https://docs.nvidia.com/deeplearning/cudnn/frontend/latest/operations/Attention.html",
+    )
+
+
+PATH = frontend.chosen()  # fixed when the plugin loads: the claims below depend on it
+SPEC = make_spec(PATH)
 
 
 @hookimpl
@@ -152,3 +198,8 @@ def longca_env_info(info):
 
     if torch.backends.cudnn.is_available():
         info["cudnn"] = str(torch.backends.cudnn.version())
+    try:
+        info["nvidia-cudnn-frontend"] = metadata.version("nvidia-cudnn-frontend")
+    except metadata.PackageNotFoundError:
+        pass
+    info["cudnn_plugin_path"] = PATH

@@ -1,16 +1,22 @@
-"""cudnn without a GPU: listed unavailable; its planner claims exactly the masks without windows."""
+"""cudnn without a GPU: listed unavailable; the torch path's claims and refusals; which path runs."""
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
+from longca.flashplan.kernel import plan_reason
+from longca.flashplan.plan import full_or_square_causal
 from longca.inventory import kernel_rows
 from longca.masks.catalog import STATIC_MASKS
 from longca.plugins import get_registry
 from longca.problem import Problem
 
-from longca_plugin_cudnn.hooks import MASKS, WINDOW_MASKS
-from longca.flashplan.kernel import plan_reason
-from longca.flashplan.plan import full_or_square_causal
+from longca_plugin_cudnn import frontend, hooks
+from longca_plugin_cudnn.hooks import BACKWARD_REASON, MASKS, WINDOW_MASKS
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only listing")
@@ -20,20 +26,73 @@ def test_listed_unavailable():
 
 
 @pytest.mark.parametrize("mask", STATIC_MASKS)
-def test_claimed_masks_plan_with_full_and_causal_calls_only(mask):
+def test_torch_path_claims_masks_with_full_and_causal_calls_only(mask):
     seqlen = 4096 if mask == "block_causal_document" else 2048
     reason = plan_reason(Problem(kernel="cudnn", mask=mask, seqlen=seqlen), full_or_square_causal)
     if mask in WINDOW_MASKS:
         assert reason and "diagonal band" in reason
-        assert mask not in MASKS
+        assert mask not in MASKS and mask not in hooks.masks_for("torch")
     else:
-        assert reason is None and mask in MASKS
+        assert reason is None and mask in hooks.masks_for("torch")
 
 
-def test_backward_only_for_full_and_causal():
-    from longca_plugin_cudnn.hooks import BACKWARD_REASON, supports
+def test_torch_path_backward_only_for_full_and_causal(monkeypatch):
+    monkeypatch.setattr(hooks, "PATH", "torch")
+    assert hooks.supports(Problem(kernel="cudnn", mask="causal", seqlen=1024, direction="bwd")) is None
+    documents = Problem(kernel="cudnn", mask="causal_document", seqlen=1024, direction="bwd")
+    assert hooks.supports(documents) == BACKWARD_REASON
+    assert hooks.supports(documents.with_(direction="fwd")) is None
+    assert "diagonal band" in hooks.supports(Problem(kernel="cudnn", mask="sliding_window", seqlen=2048))
+    spec = hooks.make_spec("torch")
+    assert spec.backward_lse is None and spec.forward_lse is hooks.torch_forward_lse and spec.run is hooks.torch_run
 
-    assert supports(Problem(kernel="cudnn", mask="causal", seqlen=1024, direction="bwd")) is None
-    assert supports(Problem(kernel="cudnn", mask="causal_document", seqlen=1024, direction="bwd")) == BACKWARD_REASON
-    assert supports(Problem(kernel="cudnn", mask="causal_document", seqlen=1024, direction="fwd")) is None
-    assert get_registry().kernel("cudnn").backward_lse is None
+
+def test_frontend_path_spec():
+    spec = hooks.make_spec("frontend")
+    assert spec.masks == STATIC_MASKS and spec.min_compute_capability == (9, 0)
+    assert (spec.prepare, spec.run) == (frontend.prepare, frontend.run)
+    assert (spec.forward_lse, spec.backward_lse) == (frontend.forward_lse, frontend.backward_lse)
+
+
+def test_path_follows_the_frontend_package_and_the_environment(monkeypatch):
+    monkeypatch.setenv(frontend.ENV_BACKEND, "torch")
+    assert frontend.chosen() == "torch"
+    monkeypatch.setenv(frontend.ENV_BACKEND, "frontend")
+    assert frontend.chosen() == "frontend"
+    monkeypatch.delenv(frontend.ENV_BACKEND)
+    monkeypatch.setattr(frontend, "frontend_installed", lambda: True)
+    assert frontend.chosen() == "frontend"
+    monkeypatch.setattr(frontend, "frontend_installed", lambda: False)
+    assert frontend.chosen() == "torch"
+    registered = get_registry().kernel("cudnn")
+    assert registered.masks == hooks.masks_for(hooks.PATH)  # this process: the path chosen at load
+
+
+def test_backend_names_the_path(monkeypatch):
+    monkeypatch.setattr(hooks, "PATH", "torch")
+    assert "via torch" in hooks.backend()
+    monkeypatch.setattr(hooks, "PATH", "frontend")
+    monkeypatch.setattr(frontend, "backend_label", lambda: "cuDNN 91900 via cudnn-frontend 1.32.0 (...)")
+    assert "cudnn-frontend" in hooks.backend()
+
+
+LISTING = """
+import json, sys
+from longca.inventory import kernel_rows
+from longca.plugins import get_registry
+row = {r["name"]: r for r in kernel_rows(get_registry())}["cudnn"]
+print(json.dumps({"masks": row["masks"], "lse": row["lse_primitives"], "imported": "cudnn" in sys.modules}))
+"""
+
+
+def test_listing_with_the_frontend_installed_imports_no_cudnn(tmp_path):
+    """A `cudnn` module on the path switches the claims to the frontend path without importing it."""
+    marker = tmp_path / "imported"
+    (tmp_path / "cudnn").mkdir()
+    (tmp_path / "cudnn" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    env = {k: v for k, v in os.environ.items() if k != frontend.ENV_BACKEND}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
+    out = subprocess.run([sys.executable, "-c", LISTING], capture_output=True, text=True, check=True, env=env)
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    assert row["imported"] is False and not marker.exists()
+    assert "sliding_window" in row["masks"] and row["lse"] is True

@@ -1,0 +1,298 @@
+"""The cuDNN frontend path: cuDNN SDPA graphs built once in `prepare`, only executed in the timed call.
+
+Why: torch's varlen cuDNN ops rebuild the cuDNN graph on every call
+(https://github.com/pytorch/pytorch/pull/191576) and its explicit-lse cuDNN backward gave wrong
+gradients (see hooks.BACKWARD_REASON). Here the core planner (`longca.flashplan`) turns the mask
+into calls (rectangles with a bottom-right FlashAttention window, several per call for
+documents), and every call runs as one graph of nvidia-cudnn-frontend (`graphs.py`):
+
+- one rectangle (full, causal, sliding window, a block of a heterogeneous mask): dense tensors,
+  the window as cuDNN's diagonal band;
+- several rectangles (documents, the pieces of heterogeneous masks): cuDNN's ragged layout, the
+  rectangles packed back to back with element offsets, `seq_len_q` / `seq_len_kv` and the padding
+  mask, the window per sequence (bottom-right alignment uses each sequence's own lengths).
+
+Windows: FlashAttention's `(left, right)` (query i sees keys i + Lk - Lq - left ..
+i + Lk - Lq + right, -1 unbounded) is cuDNN's band with `diagonal_band_left_bound = left + 1`
+(cuDNN's left bound is exclusive) and `diagonal_band_right_bound = right`, aligned TOP_LEFT where
+every sequence is square (the same thing there) and BOTTOM_RIGHT otherwise. Outputs and lse of
+calls that share query rows are merged by the core executor. Nothing here imports `cudnn`.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+from longca.flashplan.executor import CallArgs, lse_primitives, resolve_scale
+from longca.flashplan.kernel import Prepared, gpu_reason, make_prepare_run, plan_for
+
+from .graphs import CudnnGraphs, GraphSpec, packed_strides
+
+ENV_BACKEND = "LONGCA_CUDNN_BACKEND"  # "frontend" or "torch": force one path
+MIN_CUDNN = 90600  # cuDNN 9.6: GQA with ragged offsets, bottom-right bands with padding
+MAX_HEAD_DIM = 128  # what cuDNN's fused forward and backward both take on every GPU from sm80
+
+
+def frontend_installed() -> bool:
+    """nvidia-cudnn-frontend (module `cudnn`) is installed; found without importing it."""
+    return importlib.util.find_spec("cudnn") is not None
+
+
+def chosen() -> str:
+    """'frontend' or 'torch': the path this process runs (fixed at import by hooks)."""
+    forced = os.environ.get(ENV_BACKEND, "").strip()
+    if forced in ("frontend", "torch"):
+        return forced
+    return "frontend" if frontend_installed() else "torch"
+
+
+@functools.lru_cache(maxsize=None)
+def frontend_reason() -> Optional[str]:
+    """Why the frontend path cannot run in this process (imports `cudnn`: never call it at listing)."""
+    reason = gpu_reason()
+    if reason:
+        return reason
+    try:
+        import cudnn
+    except Exception as exc:  # noqa: BLE001 - any import failure is the reason
+        return f"cannot import the cuDNN frontend (nvidia-cudnn-frontend): {type(exc).__name__}: {exc}"
+    if not hasattr(cudnn, "pygraph"):
+        return f"module `cudnn` at {getattr(cudnn, '__file__', '?')} is not nvidia-cudnn-frontend"
+    version = cudnn.backend_version()
+    if version < MIN_CUDNN:
+        return f"the cuDNN frontend path needs cuDNN >= 9.6 (GQA with ragged offsets); this process loads {version}"
+    return None
+
+
+def backend_label() -> str:
+    import cudnn
+
+    return (f"cuDNN {cudnn.backend_version()} via cudnn-frontend {cudnn.__version__} "
+            f"(SDPA graphs built in prepare; ragged layout for documents, diagonal bands for windows), "
+            f"torch {torch.__version__}")
+
+
+# ---------------------------------------------------------------- masks as cuDNN diagonal bands
+
+
+def band_ok(len_q: int, len_k: int, left: int, right: int) -> bool:
+    """Can one cuDNN call take this bottom-right FlashAttention window (the planner's window check)?
+
+    Windows reaching above the bottom-right diagonal by a negative amount have no cuDNN band;
+    a bounded window with more queries than keys needs a padding mask cuDNN has only in the
+    ragged layout, so the planner cuts such a band into full blocks and causal squares instead.
+    """
+    if left < -1 or right < -1:
+        return False
+    return (left, right) == (-1, -1) or len_q <= len_k
+
+
+def cudnn_bounds(left: int, right: int) -> tuple[Optional[int], Optional[int]]:
+    """FlashAttention's (left, right) as cuDNN's (diagonal_band_left_bound, diagonal_band_right_bound)."""
+    if left < -1 or right < -1:
+        raise ValueError(f"window ({left}, {right}) has no cuDNN diagonal band")
+    return (None if left < 0 else left + 1), (None if right < 0 else right)
+
+
+def band_settings(left: int, right: int, square: bool) -> tuple[bool, Optional[int], Optional[int]]:
+    """(top_left, left_bound, right_bound): TOP_LEFT alignment where it equals bottom-right."""
+    left_bound, right_bound = cudnn_bounds(left, right)
+    return square or (left_bound is None and right_bound is None), left_bound, right_bound
+
+
+# ---------------------------------------------------------------- layouts
+
+
+@dataclass
+class Ragged:
+    """Sequences packed back to back (cuDNN's ragged layout), from a call's cumulative lengths."""
+
+    cu_q: np.ndarray  # (n + 1,) int, starting with 0
+    cu_kv: np.ndarray
+
+    @property
+    def lens_q(self) -> np.ndarray:
+        return np.diff(self.cu_q)
+
+    @property
+    def lens_kv(self) -> np.ndarray:
+        return np.diff(self.cu_kv)
+
+    @property
+    def square(self) -> bool:
+        """Every sequence has as many queries as keys (top-left and bottom-right agree)."""
+        return bool(np.array_equal(self.lens_q, self.lens_kv))
+
+    def offsets(self, cu: np.ndarray, heads: int, head_dim: int) -> np.ndarray:
+        """Where each sequence starts in a packed (tokens, heads, head_dim) tensor, in elements."""
+        return cu.astype(np.int64) * heads * head_dim
+
+    def rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(sequence, position) of every packed query row: where its stats sit in (n, H, S, 1)."""
+        seq = np.repeat(np.arange(len(self.lens_q)), self.lens_q)
+        return seq, np.arange(int(self.cu_q[-1])) - np.repeat(self.cu_q[:-1], self.lens_q)
+
+
+class DenseLayout:
+    """One rectangle per batch element: tensors as the executor passes them (B, L, H, D)."""
+
+    ragged = False
+
+    def __init__(self, q, k):
+        self.buffers: dict = {}
+        self.batch, self.seqlen_q, self.seqlen_kv = q.shape[0], q.shape[1], k.shape[1]
+        self.total_q = self.total_kv = 0
+        self.square = self.seqlen_q == self.seqlen_kv
+
+    def ready(self, x):
+        return x if x.stride(-1) == 1 else x.contiguous()
+
+    def strides(self, role: str, x):
+        """BHSD strides of a (B, L, H, D) view (a slice of the sequence keeps the full tensor's)."""
+        return x.stride(0), x.stride(2), x.stride(1), x.stride(3)
+
+    def lse(self, stats):
+        return stats.view(stats.shape[:3])
+
+    def stats(self, lse):
+        return lse.reshape(*lse.shape, 1)
+
+
+class RaggedLayout:
+    """A call's sequences in cuDNN's ragged layout, on the device: lengths, offsets, stats rows."""
+
+    ragged = True
+
+    def __init__(self, args: CallArgs, q, k):
+        heads_q, heads_kv, head_dim = q.shape[1], k.shape[1], q.shape[2]
+        layout = Ragged(args.cu_q.cpu().numpy(), args.cu_k.cpu().numpy())
+        self.args = args  # kept: the cache below is keyed by its id
+        self.batch, self.seqlen_q, self.seqlen_kv = len(layout.lens_q), args.max_q, args.max_k
+        self.total_q, self.total_kv = int(layout.cu_q[-1]), int(layout.cu_kv[-1])
+        self.square = layout.square
+        device = q.device
+
+        def tensor(values, dtype, trailing=(1, 1, 1)):
+            return torch.from_numpy(np.ascontiguousarray(values)).to(device=device, dtype=dtype).view(-1, *trailing)
+
+        self.buffers = dict(seq_len_q=tensor(layout.lens_q, torch.int32),
+                            seq_len_kv=tensor(layout.lens_kv, torch.int32),
+                            offset_q=tensor(layout.offsets(layout.cu_q, heads_q, head_dim), torch.int64),
+                            offset_kv=tensor(layout.offsets(layout.cu_kv, heads_kv, head_dim), torch.int64))
+        seq, pos = layout.rows()
+        self.row_seq, self.row_pos = (tensor(x, torch.int64, ()) for x in (seq, pos))
+
+    def ready(self, x):
+        return x.contiguous()
+
+    def strides(self, role: str, x):
+        return packed_strides(self.seqlen_kv if role in ("k", "v") else self.seqlen_q, x.shape[1], x.shape[2])
+
+    def lse(self, stats):
+        """Padded stats (n, H, S, 1) -> the executor's varlen lse (H, tokens)."""
+        return stats[self.row_seq, :, self.row_pos, 0].t().contiguous()
+
+    def stats(self, lse):
+        """The executor's lse (H, tokens) -> padded stats (n, H, S, 1), zero where there is no row."""
+        out = lse.new_zeros(self.batch, lse.shape[0], self.seqlen_q, 1)
+        out[self.row_seq, :, self.row_pos, 0] = lse.t()
+        return out
+
+
+def graph_spec(backward: bool, args: CallArgs, layout, **tensors) -> GraphSpec:
+    """The graph one call needs, from its (ready) tensors by role and its layout."""
+    q, k = tensors["q"], tensors["k"]
+    if tensors["v"].shape[-1] != q.shape[-1]:
+        raise ValueError("the cuDNN frontend path needs the same head dim for values as for queries and keys")
+    top_left, left_bound, right_bound = band_settings(args.left, args.right, layout.square)
+    return GraphSpec(backward=backward, dtype=str(q.dtype).replace("torch.", ""), batch=layout.batch,
+                     heads_q=q.shape[-2], heads_kv=k.shape[-2], seqlen_q=layout.seqlen_q, seqlen_kv=layout.seqlen_kv,
+                     head_dim=q.shape[-1], strides=tuple((r, tuple(layout.strides(r, x))) for r, x in tensors.items()),
+                     ragged=layout.ragged, total_q=layout.total_q, total_kv=layout.total_kv, top_left=top_left,
+                     left_bound=left_bound, right_bound=right_bound, scale=float(args.scale))
+
+
+# ---------------------------------------------------------------- the executor's adapter
+
+
+class FrontendAdapter:
+    """flashplan adapter: each call's forward / backward as a cuDNN frontend graph.
+
+    `engine` builds and executes graphs (`graphs.CudnnGraphs`; the tests pass a CPU stand-in).
+    `build` builds every graph a plan needs, in `prepare`; `fwd` / `bwd` only execute them (a
+    graph missing there, e.g. for other strides, is built on first use).
+    """
+
+    name = "cudnn-frontend"
+    window_ok = staticmethod(band_ok)
+
+    def __init__(self, engine=None, layouts_kept: int = 256):
+        self.engine = engine if engine is not None else CudnnGraphs()
+        self._layouts: OrderedDict = OrderedDict()
+        self._layouts_kept = layouts_kept
+
+    def layout(self, args: CallArgs, q, k):
+        """Dense, or the call's ragged layout (built once per call and head counts)."""
+        if not args.varlen:
+            return DenseLayout(q, k)
+        key = (id(args), q.shape[1], k.shape[1], q.shape[2])
+        layout = self._layouts.get(key)
+        if layout is None or layout.args is not args:
+            layout = self._layouts[key] = RaggedLayout(args, q, k)
+            if len(self._layouts) > self._layouts_kept:
+                self._layouts.popitem(last=False)
+        self._layouts.move_to_end(key)
+        return layout
+
+    def build(self, ex, q, k, v, backward: bool) -> None:
+        """Build the graphs of every call of an ExecPlan (the forward's, and the backward's if asked)."""
+        for call in ex.calls:
+            qc, kc, vc = call.pack_q(q), call.pack_k(k), call.pack_k(v)
+            layout = self.layout(call.args, qc, kc)
+            qc, kc, vc = (layout.ready(x) for x in (qc, kc, vc))
+            # the forward writes a new contiguous output; the backward's out and dout are packed like q
+            out = torch.empty(qc.shape, dtype=qc.dtype, device="meta")
+            self.engine.build(graph_spec(False, call.args, layout, q=qc, k=kc, v=vc, o=out), q.device)
+            if backward:
+                self.engine.build(graph_spec(True, call.args, layout, q=qc, k=kc, v=vc, o=qc, dO=qc), q.device)
+
+    def fwd(self, q, k, v, args: CallArgs):
+        layout = self.layout(args, q, k)
+        q, k, v = (layout.ready(x) for x in (q, k, v))
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        spec = graph_spec(False, args, layout, q=q, k=k, v=v, o=out)
+        stats = torch.empty(spec.dims("stats"), dtype=torch.float32, device=q.device)
+        self.engine.execute(spec, dict(q=q, k=k, v=v, o=out, stats=stats, **layout.buffers))
+        return out, layout.lse(stats)
+
+    def bwd(self, dout, q, k, v, out, lse, args: CallArgs):
+        layout = self.layout(args, q, k)
+        q, k, v, out, dout = (layout.ready(x) for x in (q, k, v, out, dout))
+        dq, dk, dv = (torch.empty(x.shape, dtype=x.dtype, device=x.device) for x in (q, k, v))
+        spec = graph_spec(True, args, layout, q=q, k=k, v=v, o=out, dO=dout)
+        buffers = dict(q=q, k=k, v=v, o=out, dO=dout, stats=layout.stats(lse.float()), dQ=dq, dK=dk, dV=dv)
+        self.engine.execute(spec, dict(buffers, **layout.buffers))
+        return dq, dk, dv
+
+
+# ---------------------------------------------------------------- the kernel's entry points
+
+_, run = make_prepare_run(FrontendAdapter)  # run: PlanAttention over the prepared adapter and plan
+
+
+def prepare(problem, mask, q, k, v, engine=None) -> Prepared:
+    """The plan of the mask, and every cuDNN graph it needs, built now (not timed)."""
+    adapter = FrontendAdapter(engine)
+    ex = plan_for(adapter, mask, q.shape[0], resolve_scale(q, None), q.device)
+    adapter.build(ex, q, k, v, backward=problem.direction != "fwd")
+    return Prepared(adapter, ex, None)
+
+
+_SHARED = FrontendAdapter(CudnnGraphs(limit=64))  # the primitives' graphs, kept across calls
+forward_lse, backward_lse = lse_primitives(lambda: _SHARED)

@@ -1,0 +1,202 @@
+"""The cuDNN frontend path on a CPU: its pure logic, its refusals, and the whole path end to end
+with `emulated.EmulatedGraphs` (cuDNN's documented SDPA semantics in float32) against
+`longca.reference`. The cuDNN API calls themselves only run in test_frontend_gpu.py."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from longca import reference
+from longca.bench import rel_err
+from longca.flashplan.emulated import window_slices
+from longca.flashplan.executor import CallArgs, lse_primitives
+from longca.flashplan.kernel import plan_reason
+from longca.masks import slices as sl
+from longca.masks.catalog import STATIC_MASKS
+from longca.problem import Problem, build_mask, make_inputs
+from longca.testing.primitives import compare_primitives
+
+from longca_plugin_cudnn import frontend, hooks
+from longca_plugin_cudnn.emulated import EmulatedGraphs, band_mask
+from longca_plugin_cudnn.frontend import FrontendAdapter, Ragged, RaggedLayout, band_ok, band_settings, cudnn_bounds
+
+# small windows, so that the window masks are not full at these lengths
+MASK_PARAMS = {"sliding_window": {"window": 100}, "sliding_window_causal": {"window": 100},
+               "global_sliding_window": {"window": 60, "global_tokens": 40}}
+
+
+def _problem(mask: str, **kw) -> Problem:
+    seqlen = 1024 if mask == "block_causal_document" else 512
+    fields = dict(kernel="cudnn", mask=mask, seqlen=seqlen, heads_q=4, heads_kv=2, head_dim=16, batch=2,
+                  dtype="float32", direction="bwd", mask_params=MASK_PARAMS.get(mask, {}))
+    return Problem(**{**fields, **kw})
+
+
+def test_bounds_from_windows():
+    assert cudnn_bounds(-1, -1) == (None, None)
+    assert cudnn_bounds(-1, 0) == (None, 0)  # causal
+    assert cudnn_bounds(100, 0) == (101, 0)  # cuDNN's left bound is exclusive: 100 keys back + the diagonal
+    assert cudnn_bounds(100, 7) == (101, 7)
+    assert band_settings(-1, 0, square=True) == (True, None, 0)
+    assert band_settings(-1, 0, square=False) == (False, None, 0)  # bottom-right, per sequence
+    assert band_settings(-1, -1, square=False) == (True, None, None)  # no band: alignment does not matter
+    with pytest.raises(ValueError):
+        cudnn_bounds(-3, 0)
+
+
+def test_band_ok():
+    assert band_ok(10, 10, -1, -1) and band_ok(30, 10, -1, -1)  # full rectangles, any shape
+    assert band_ok(10, 30, -1, 0) and band_ok(10, 30, 5, 3)  # bottom-right bands with Lq <= Lk
+    assert not band_ok(30, 10, 5, 0)  # a band with more queries than keys needs padding: the planner cuts it
+    assert not band_ok(10, 10, -2, 0) and not band_ok(10, 10, 3, -5)  # no cuDNN band for these
+
+
+@pytest.mark.parametrize("len_q,len_k", [(7, 7), (5, 13), (13, 13), (1, 9)])
+def test_cudnn_band_is_the_flashattention_window(len_q, len_k):
+    """cuDNN's band (bounds, alignment) keeps exactly the pairs of FlashAttention's window."""
+    for left in (-1, 0, 1, 3, 20):
+        for right in (-1, 0, 1, 4):
+            if not band_ok(len_q, len_k, left, right):
+                continue
+            want = sl.dense(window_slices(len_q, len_k, left, right), (0, len_q), (0, len_k))
+            got = band_mask(len_q, len_k, *band_settings(left, right, len_q == len_k)).numpy()
+            assert np.array_equal(got, want), (len_q, len_k, left, right)
+
+
+def test_ragged_offsets_and_stats_rows():
+    r = Ragged(np.array([0, 3, 5, 9]), np.array([0, 3, 7, 9]))
+    assert r.lens_q.tolist() == [3, 2, 4] and r.lens_kv.tolist() == [3, 4, 2] and not r.square
+    assert r.offsets(r.cu_q, 2, 8).tolist() == [0, 48, 80, 144]  # elements of a packed (tokens, 2, 8) tensor
+    seq, pos = r.rows()
+    assert seq.tolist() == [0, 0, 0, 1, 1, 2, 2, 2, 2] and pos.tolist() == [0, 1, 2, 0, 1, 0, 1, 2, 3]
+    assert Ragged(np.array([0, 4, 6]), np.array([0, 4, 6])).square
+
+
+def test_ragged_layout_tensors_and_lse_round_trip():
+    cu_q, cu_k = torch.tensor([0, 3, 5, 9], dtype=torch.int32), torch.tensor([0, 3, 7, 9], dtype=torch.int32)
+    args = CallArgs(varlen=True, left=-1, right=0, cu_q=cu_q, cu_k=cu_k, max_q=4, max_k=4)
+    layout = RaggedLayout(args, torch.zeros(9, 4, 8), torch.zeros(9, 2, 8))
+    b = layout.buffers
+    assert b["seq_len_q"].shape == (3, 1, 1, 1) and b["seq_len_q"].dtype == torch.int32
+    assert b["offset_q"].view(-1).tolist() == [0, 96, 160, 288] and b["offset_q"].dtype == torch.int64
+    assert b["offset_kv"].view(-1).tolist() == [0, 48, 112, 144]
+    assert (layout.batch, layout.seqlen_q, layout.total_q, layout.square) == (3, 4, 9, False)
+    lse = torch.randn(4, 9)
+    stats = layout.stats(lse)
+    assert stats.shape == (3, 4, 4, 1) and stats[1, 2, 1, 0] == lse[2, 4] and stats[1, :, 2:].abs().sum() == 0
+    assert torch.equal(layout.lse(stats), lse)
+    assert layout.strides("k", torch.zeros(9, 2, 8)) == (4 * 2 * 8, 8, 2 * 8, 1)
+
+
+@pytest.mark.parametrize("mask", STATIC_MASKS)
+def test_every_static_mask_plans_into_cudnn_bands(mask):
+    problem = _problem(mask, seqlen=4096 if mask == "block_causal_document" else 2048, mask_params={})
+    assert plan_reason(problem, band_ok) is None
+    assert mask in hooks.masks_for("frontend")
+
+
+def test_supports_with_the_frontend(monkeypatch):
+    monkeypatch.setattr(hooks, "PATH", "frontend")
+    monkeypatch.setattr(frontend, "frontend_reason", lambda: None)
+    for mask in ("sliding_window", "global_sliding_window", "causal_document", "share_question"):
+        assert hooks.supports(Problem(kernel="cudnn", mask=mask, seqlen=2048, direction="bwd")) is None
+    gqa = Problem(kernel="cudnn", mask="causal", seqlen=2048, head_dim=64, heads_q=8, heads_kv=2)
+    assert hooks.supports(gqa) is None
+    assert "up to 128" in hooks.supports(Problem(kernel="cudnn", mask="causal", seqlen=2048, head_dim=256))
+    assert "multiples of 8" in hooks.supports(Problem(kernel="cudnn", mask="causal", seqlen=2048, head_dim=60))
+    monkeypatch.setattr(frontend, "frontend_reason", lambda: "cannot import the cuDNN frontend (x)")
+    assert hooks.supports(Problem(kernel="cudnn", mask="causal", seqlen=2048)) == "cannot import the cuDNN frontend (x)"
+
+
+def test_frontend_reason_without_a_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU-only answer")
+    frontend.frontend_reason.cache_clear()
+    assert "CUDA GPU" in frontend.frontend_reason()
+
+
+@pytest.mark.parametrize("mask", STATIC_MASKS)
+def test_emulated_frontend_matches_reference(mask):
+    """Forward and backward of every static mask, GQA, batch 2: graphs are all built in prepare."""
+    problem = _problem(mask)
+    m = build_mask(problem)
+    q, k, v = make_inputs(problem, requires_grad=True)
+    engine = EmulatedGraphs()
+    prepared = frontend.prepare(problem, m, q, k, v, engine=engine)
+    built = engine.builds
+    assert 0 < built <= 2 * len(prepared.ex.calls)  # one forward and one backward graph per call, or shared
+    dout = torch.randn_like(q)
+    for _ in range(2):
+        out = frontend.run(prepared, q, k, v)
+        grads = torch.autograd.grad(out, (q, k, v), dout)
+    assert engine.builds == built and engine.executions == 2 * 2 * len(prepared.ex.calls)
+    ref = reference.attention(q, k, v, m)
+    want = torch.autograd.grad(ref, (q, k, v), dout)
+    assert rel_err(out, ref) < 1e-5
+    for got, w in zip(grads, want):
+        assert rel_err(got, w) < 1e-5
+
+
+def test_emulated_forward_only_builds_no_backward_graph():
+    problem = _problem("causal_document", direction="fwd")
+    q, k, v = make_inputs(problem)
+    engine = EmulatedGraphs()
+    frontend.prepare(problem, build_mask(problem), q, k, v, engine=engine)
+    assert engine.builds == 1 and not any(s.backward for s in engine.built)
+
+
+def test_emulated_graph_specs():
+    """What reaches cuDNN: ragged documents with padding, a band for windows, dense views' strides."""
+    problem = _problem("global_sliding_window", direction="fwd", heads_q=4, heads_kv=4)
+    q, k, v = make_inputs(problem)
+    engine = EmulatedGraphs()
+    frontend.prepare(problem, build_mask(problem), q, k, v, engine=engine)
+    specs = sorted(engine.built, key=lambda s: s.ragged)
+    window, globals_ = specs
+    assert not window.ragged and (window.top_left, window.left_bound, window.right_bound) == (True, 61, 60)
+    assert window.stride("q") == (512 * 4 * 16, 16, 4 * 16, 1)  # a slice of the (2, 512, 4, 16) tensor
+    assert window.stride("o") == (window.seqlen_q * 4 * 16, 16, 4 * 16, 1)  # a new contiguous output
+    assert globals_.ragged and globals_.left_bound is None and globals_.right_bound is None
+    assert globals_.batch == 2 * 2 and globals_.total_q == 2 * 512  # two rectangles per sequence, batch 2
+
+
+@pytest.mark.parametrize("mask", ["causal_document", "share_question", "sliding_window_causal", "global_sliding_window",
+                                  "prefix_lm_causal"])
+def test_emulated_lse_primitives_on_crops(mask):
+    """forward_lse / backward_lse as a context-parallel strategy calls them (ring block, all-gather rows)."""
+    problem = _problem(mask, batch=1)
+    m = build_mask(problem)
+    q, k, v = make_inputs(problem.with_(direction="fwd"))
+    adapter = FrontendAdapter(EmulatedGraphs())
+    forward_lse, backward_lse = lse_primitives(lambda: adapter)
+    spec = SimpleNamespace(forward_lse=forward_lse, backward_lse=backward_lse)
+    assert compare_primitives(spec, q, k, v, m, 1e-4, backward=False) == []
+    assert compare_primitives(spec, q, k, v, m, 1e-4, backward=True) == []
+
+
+@pytest.mark.parametrize("mask,params", [("sliding_window", {"window": 70}), ("sliding_window_causal", {"window": 70}),
+                                         ("global_sliding_window", {"window": 50, "global_tokens": 30}),
+                                         ("causal_blockwise", {}), ("prefix_lm_document", {})])
+def test_emulated_lse_primitives_on_random_crops(mask, params):
+    """Any crop plans into cuDNN bands (bounded rectangles with more queries than keys are cut)."""
+    m = build_mask(Problem(kernel="cudnn", mask=mask, seqlen=384, mask_params=params))
+    forward_lse, backward_lse = lse_primitives(lambda: FrontendAdapter(EmulatedGraphs()))
+    rng = np.random.default_rng(1)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(8):
+        (a, b), (c, d) = np.sort(rng.integers(0, 385, 2)), np.sort(rng.integers(0, 385, 2))
+        slices = m.crop((a, b), (c, d))
+        if b - a < 2 or d - c < 2 or not len(slices):
+            continue
+        q, k, v = (torch.randn(1, n, h, 16, generator=gen) for n, h in ((b - a, 4), (d - c, 2), (d - c, 2)))
+        out, lse = forward_lse(q, k, v, slices)
+        want, want_lse = reference.forward_lse(q, k, v, slices)
+        seen = torch.isfinite(want_lse)
+        assert torch.equal(seen, torch.isfinite(lse)) and rel_err(out, want) < 1e-5
+        assert torch.allclose(lse[seen], want_lse[seen], atol=1e-5)
+        dout = torch.randn(out.shape, generator=gen)
+        got = backward_lse(dout, q, k, v, want, want_lse, slices)
+        for g, w in zip(got, reference.backward_lse(dout, q, k, v, want, want_lse, slices)):
+            assert rel_err(g, w) < 1e-5

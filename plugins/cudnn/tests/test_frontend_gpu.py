@@ -1,0 +1,83 @@
+"""The cuDNN frontend path on a GPU (`pytest -m gpu`): every mask it claims against
+`longca.reference`, forward and backward, GQA, bf16 and fp16, head_dim 64 and 128; the lse; graphs
+built in prepare and never in the timed call. Skipped without a CUDA GPU, without
+nvidia-cudnn-frontend, or when the plugin runs its torch path (LONGCA_CUDNN_BACKEND=torch)."""
+from __future__ import annotations
+
+import pytest
+import torch
+from longca import reference
+from longca.bench import RunOptions, rel_err, run_problem
+from longca.flashplan.executor import run_forward
+from longca.masks.catalog import STATIC_MASKS
+from longca.problem import Problem, build_mask, make_inputs
+
+from longca_plugin_cudnn import frontend, hooks
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+MASK_PARAMS = {"sliding_window": {"window": 256}, "sliding_window_causal": {"window": 256},
+               "global_sliding_window": {"window": 256, "global_tokens": 128}}
+
+
+def _need_frontend() -> None:
+    if hooks.PATH != "frontend":
+        pytest.skip("the cudnn plugin runs its torch path here (nvidia-cudnn-frontend missing or "
+                    f"{frontend.ENV_BACKEND}=torch)")
+    reason = frontend.frontend_reason()
+    if reason:
+        pytest.skip(reason)
+
+
+def _problem(mask: str, **kw) -> Problem:
+    fields = dict(kernel="cudnn", mask=mask, seqlen=4096 if mask == "block_causal_document" else 2048,
+                  heads_q=8, heads_kv=2, head_dim=128, dtype="bfloat16", direction="bwd", device="cuda", seed=3,
+                  mask_params=MASK_PARAMS.get(mask, {}))
+    return Problem(**{**fields, **kw})
+
+
+def _check(problem: Problem) -> None:
+    row = run_problem(problem, RunOptions(warmup=1, repeat=2, samples=1, check=True))
+    assert row["status"] == "ok", (row["status"], row["reason"], row.get("rel_err_detail"))
+    assert "cudnn-frontend" in row["backend"]
+
+
+@pytest.mark.parametrize("head_dim", (64, 128))
+@pytest.mark.parametrize("mask", STATIC_MASKS)
+def test_mask_matches_reference_bf16(mask, head_dim):
+    _need_frontend()
+    _check(_problem(mask, head_dim=head_dim))
+
+
+@pytest.mark.parametrize("mask", ("causal", "causal_document", "sliding_window", "share_question", "causal_blockwise"))
+def test_mask_matches_reference_fp16(mask):
+    _need_frontend()
+    _check(_problem(mask, dtype="float16"))
+
+
+@pytest.mark.parametrize("mask", ("causal", "causal_document", "sliding_window_causal", "prefix_lm_causal"))
+def test_lse_matches_reference(mask):
+    """The stats come back as the executor's lse: natural log, one value per query row and head."""
+    _need_frontend()
+    problem = _problem(mask, direction="fwd")
+    m = build_mask(problem)
+    q, k, v = make_inputs(problem)
+    prepared = frontend.prepare(problem, m, q, k, v)
+    out, lse = run_forward(prepared.adapter, prepared.ex, q, k, v)
+    want, want_lse = reference.forward_lse(q.float(), k.float(), v.float(), m.slices)
+    assert rel_err(out, want) < 1e-2
+    assert torch.allclose(lse, want_lse, atol=2e-2)
+
+
+def test_graphs_are_built_in_prepare_only():
+    _need_frontend()
+    problem = _problem("causal_document")
+    q, k, v = make_inputs(problem, requires_grad=True)
+    prepared = frontend.prepare(problem, build_mask(problem), q, k, v)
+    built = prepared.adapter.engine.builds
+    assert built >= 2  # a forward and a backward graph
+    dout = torch.randn_like(q)
+    for _ in range(3):
+        torch.autograd.grad(frontend.run(prepared, q, k, v), (q, k, v), dout)
+    torch.cuda.synchronize()
+    assert prepared.adapter.engine.builds == built
