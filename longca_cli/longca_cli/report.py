@@ -43,8 +43,8 @@ def _label(row: dict[str, Any]) -> str:
 def markdown(rows: list[dict[str, Any]], peaks: Optional[dict[str, float]] = None) -> str:
     """One table per group: a row per (mask, length), a column per kernel, TFLOP/s or status.
 
-    `peaks` (results file -> its run's bf16 matmul peak): the fastest cell's fraction of the peak
-    measured by the run that produced that cell (rows carry it as `matmul_peak_tflops`)."""
+    `peaks` (results folder name -> its run's bf16 matmul peak) is listed on top; "of peak" is the
+    fastest cell over the peak of the run that produced it (rows carry it as `matmul_peak_tflops`)."""
     out = []
     with_peak = any(r.get("matmul_peak_tflops") for r in rows)
     if peaks:
