@@ -64,9 +64,19 @@ def frontend_reason() -> Optional[str]:
         return f"cannot import the cuDNN frontend (nvidia-cudnn-frontend): {type(exc).__name__}: {exc}"
     if not hasattr(cudnn, "pygraph"):
         return f"module `cudnn` at {getattr(cudnn, '__file__', '?')} is not nvidia-cudnn-frontend"
-    version = cudnn.backend_version()
+    try:
+        version = cudnn.backend_version()  # raises when the frontend finds no libcudnn.so.9
+    except Exception as exc:  # noqa: BLE001 - any failure is the reason
+        return f"the cuDNN frontend cannot load the cuDNN library: {type(exc).__name__}: {exc}"
+    return cudnn_version_reason(version)
+
+
+def cudnn_version_reason(version: int) -> Optional[str]:
+    """Why this cuDNN (cudnn.backend_version(), e.g. 91900) cannot run the frontend path, or None."""
     if version < MIN_CUDNN:
         return f"the cuDNN frontend path needs cuDNN >= 9.6 (GQA with ragged offsets); this process loads {version}"
+    if version in (91000, 91001):  # cudnn-frontend's sdpa_support_surface.h and sdpa_backward refuse every graph
+        return f"cuDNN {version}: cudnn-frontend refuses fp16/bf16 SDPA on 9.10.0/9.10.1 (known bugs); use 9.10.2 or newer"
     return None
 
 

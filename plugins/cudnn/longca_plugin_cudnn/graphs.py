@@ -5,6 +5,8 @@ the mask as cuDNN's diagonal band and the softmax scale. `CudnnGraphs` builds on
 (validate, operation graph, heuristics A then FALLBACK, support check, plans) and executes it
 with a variant pack of torch tensors keyed by role: q, k, v, o, stats (forward); q, k, v, o, dO,
 stats, dQ, dK, dV (backward); seq_len_q, seq_len_kv, offset_q, offset_kv (ragged layout only).
+A backward with one query and one key per sequence has no graph (cuDNN refuses s_q = s_kv = 1):
+`one_pair_backward` computes it in torch.
 
 Layout conventions (cuDNN's): tensors are described as (batch, heads, seqlen, head_dim) with
 explicit strides; a ragged tensor holds its sequences back to back and its `offset_*` tensor gives
@@ -45,6 +47,11 @@ class GraphSpec:
 
     def stride(self, role: str) -> Strides:
         return dict(self.strides)[role]
+
+    @property
+    def one_pair(self) -> bool:
+        """Every sequence is one query and one key: cuDNN's sdpa_backward refuses s_q = s_kv = 1."""
+        return self.seqlen_q == 1 and self.seqlen_kv == 1
 
     def dims(self, role: str) -> list[int]:
         """BHSD dims of a role's tensor."""
@@ -151,6 +158,26 @@ def build_plans(cudnn, graph) -> None:
     graph.build_plans()
 
 
+def one_pair_backward(spec: GraphSpec, buffers: dict[str, Any]) -> None:
+    """The backward of a spec whose sequences are one query and one key each, in torch.
+
+    cuDNN rejects it ("s_q = s_kv = 1 is not supported", sdpa_backward's validation); it happens
+    where a crop's diagonal only touches a corner (a 1 x 1 causal square). The pair is always
+    seen (the band keeps the diagonal), so with the merged o and stats it is the usual formula.
+    """
+    import torch
+
+    n, heads_q, heads_kv, d = spec.batch, spec.heads_q, spec.heads_kv, spec.head_dim
+    group = heads_q // heads_kv
+    q, o, do = (buffers[r].reshape(n, heads_q, d).float() for r in ("q", "o", "dO"))
+    k, v = (buffers[r].reshape(n, heads_kv, d).float().repeat_interleave(group, dim=1) for r in ("k", "v"))
+    p = torch.exp((q * k).sum(-1) * spec.scale - buffers["stats"].reshape(n, heads_q).float())
+    ds = p * ((do * v).sum(-1) - (do * o).sum(-1)) * spec.scale
+    buffers["dQ"].view(n, heads_q, d).copy_(ds[..., None] * k)
+    buffers["dK"].view(n, heads_kv, d).copy_((ds[..., None] * q).view(n, heads_kv, group, d).sum(2))
+    buffers["dV"].view(n, heads_kv, d).copy_((p[..., None] * do).view(n, heads_kv, group, d).sum(2))
+
+
 # ---------------------------------------------------------------- building once, executing
 
 
@@ -180,6 +207,8 @@ class CudnnGraphs:
 
     def build(self, spec: GraphSpec, device) -> None:
         """Build the graph of `spec` unless it is built already."""
+        if spec.backward and spec.one_pair:
+            return  # no graph: one_pair_backward
         if spec in self._built:
             self._built.move_to_end(spec)
             return
@@ -198,6 +227,8 @@ class CudnnGraphs:
 
     def execute(self, spec: GraphSpec, buffers: dict[str, Any]) -> None:
         """Run the graph of `spec` on torch tensors keyed by role, on torch's current stream."""
+        if spec.backward and spec.one_pair:
+            return one_pair_backward(spec, buffers)
         import cudnn
         import torch
 

@@ -200,3 +200,59 @@ def test_emulated_lse_primitives_on_random_crops(mask, params):
         got = backward_lse(dout, q, k, v, want, want_lse, slices)
         for g, w in zip(got, reference.backward_lse(dout, q, k, v, want, want_lse, slices)):
             assert rel_err(g, w) < 1e-5
+
+
+def test_cudnn_version_reason():
+    assert frontend.cudnn_version_reason(91900) is None and frontend.cudnn_version_reason(91002) is None
+    assert "9.6" in frontend.cudnn_version_reason(90500)
+    assert "9.10.2" in frontend.cudnn_version_reason(91000) and "9.10.2" in frontend.cudnn_version_reason(91001)
+
+
+def _one_pair_spec_and_buffers(ragged: bool, gen):
+    """A backward spec of 3 one-query one-key sequences (GQA 4:2) and its buffers, as the adapter passes them."""
+    n, hq, hk, d = 3, 4, 2, 8
+    if ragged:
+        q, o, do = (torch.randn(n, hq, d, generator=gen) for _ in range(3))
+        k, v = (torch.randn(n, hk, d, generator=gen) for _ in range(2))
+        cu = torch.arange(n + 1, dtype=torch.int32)
+        layout = RaggedLayout(CallArgs(varlen=True, left=-1, right=0, cu_q=cu, cu_k=cu, max_q=1, max_k=1), q, k)
+    else:  # slices of longer sequences keep the full tensors' strides
+        q, o, do = (torch.randn(n, 5, hq, d, generator=gen)[:, 2:3] for _ in range(3))
+        k, v = (torch.randn(n, 6, hk, d, generator=gen)[:, 4:5] for _ in range(2))
+        layout = frontend.DenseLayout(q, k)
+    args = CallArgs(varlen=ragged, left=-1, right=0, scale=0.3)
+    spec = frontend.graph_spec(True, args, layout, q=q, k=k, v=v, o=o, dO=do)
+    lse = torch.randn(hq, n, generator=gen) if ragged else torch.randn(n, hq, 1, generator=gen)
+    buffers = dict(q=q, k=k, v=v, o=o, dO=do, stats=layout.stats(lse.float()), **layout.buffers)
+    return spec, buffers
+
+
+@pytest.mark.parametrize("ragged", [False, True])
+def test_one_pair_backward_runs_without_a_graph(ragged):
+    """cuDNN's sdpa_backward refuses s_q = s_kv = 1: CudnnGraphs computes it in torch (no cudnn import)."""
+    from longca_plugin_cudnn.graphs import CudnnGraphs
+
+    spec, buffers = _one_pair_spec_and_buffers(ragged, torch.Generator().manual_seed(0))
+    assert spec.backward and spec.one_pair
+    got, want = ({**buffers, **{r: torch.full(buffers[x].shape, float("nan")) for r, x in (("dQ", "q"), ("dK", "k"), ("dV", "v"))}}
+                 for _ in range(2))
+    engine = CudnnGraphs()
+    engine.build(spec, "cpu")
+    engine.execute(spec, got)
+    EmulatedGraphs().execute(spec, want)
+    assert engine.builds == 0
+    for role in ("dQ", "dK", "dV"):
+        assert torch.allclose(got[role], want[role], atol=1e-5), role
+
+
+def test_a_crop_can_need_a_one_pair_backward():
+    """A 27 x 18 crop of sliding_window_causal whose diagonal touches a corner plans a 1 x 1 causal square."""
+    m = build_mask(Problem(kernel="cudnn", mask="sliding_window_causal", seqlen=384, mask_params={"window": 70}))
+    engine = EmulatedGraphs()
+    forward_lse, backward_lse = lse_primitives(lambda: FrontendAdapter(engine))
+    slices = m.crop((291, 318), (317, 335))
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, n, h, 16, generator=gen) for n, h in ((27, 4), (18, 2), (18, 2)))
+    out, lse = forward_lse(q, k, v, slices)
+    backward_lse(torch.randn(out.shape, generator=gen), q, k, v, out, lse, slices)
+    assert any(s.backward and s.one_pair for s in engine.built)
