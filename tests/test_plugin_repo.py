@@ -1,8 +1,9 @@
 """Every plugin of this repository loads, and every kernel plugin passes the conformance suite.
 
-A kernel plugin's own tests usually run the suite (`conformance_tests` / `run_conformance`);
-for those, only the CUDA cases run here, so that `pytest -m gpu` on a GPU machine covers every
-kernel. Kernels whose plugin tests do not mention the suite get every case here.
+A kernel plugin's own tests usually run the suite. With `conformance_tests` (one test per case,
+CUDA cases marked `gpu`) nothing is repeated here; with `run_conformance` (one unmarked test)
+the CUDA cases run here too, so that `pytest -m gpu` on a GPU machine covers every kernel.
+Kernels whose plugin tests do not mention the suite get every case here.
 """
 from __future__ import annotations
 
@@ -26,10 +27,12 @@ def distribution(folder: Path) -> str:
     return tomllib.loads((folder / "pyproject.toml").read_text())["project"]["name"]
 
 
-def runs_suite_itself(folder: Path) -> bool:
-    """Whether the plugin's own tests call the conformance suite."""
-    return any(word in path.read_text() for path in (folder / "tests").rglob("*.py")
-               for word in ("conformance_tests(", "run_conformance(", "longca_conformance"))
+def own_suite(folder: Path) -> str:
+    """How the plugin's own tests run the conformance suite: "cases", "single" or "" (not at all)."""
+    text = "".join(path.read_text() for path in (folder / "tests").rglob("*.py"))
+    if "conformance_tests(" in text:
+        return "cases"
+    return "single" if any(w in text for w in ("run_conformance(", "longca_conformance")) else ""
 
 
 @pytest.mark.parametrize("folder", PLUGIN_DIRS, ids=lambda p: p.name)
@@ -54,9 +57,9 @@ def _params() -> list:
 
     params = []
     for kernel, folder in _kernels():
-        own = runs_suite_itself(folder)
+        own = own_suite(folder)
         for case in conformance_cases(kernel):
-            if own and case.device != "cuda":
+            if own == "cases" or (own == "single" and case.device != "cuda"):
                 continue
             marks = [pytest.mark.gpu] if case.device == "cuda" else []
             params.append(pytest.param(case, id=f"{kernel}-{case.id}", marks=marks))

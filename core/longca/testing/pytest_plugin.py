@@ -46,8 +46,8 @@ def conformance_tests(kernel: str, *, seqlen: Optional[int] = None, head_dim: Op
                       ) -> Callable[..., None]:
     """`test_conformance = conformance_tests("mykernel")`: one test per case, ids like `mask-causal-fwd-cpu`.
 
-    `seqlen`, `head_dim`, `heads` change the problem sizes (defaults 256, 64 or the first declared
-    head dim, 4:2); `devices` restricts the devices (default cpu and cuda).
+    `seqlen`, `head_dim`, `heads` change the problem sizes (defaults 256; the first declared head dim,
+    64 preferred, that supports() accepts; 4:2); `devices` restricts the devices (default cpu and cuda).
     """
     from .conformance import Settings, conformance_cases
     from ..specs import DEVICES
