@@ -13,6 +13,7 @@ from typing import Callable, Optional, Union
 import numpy as np
 import torch
 
+from .autograd import lse_attention
 from .hookspecs import hookimpl
 from .masks import slices as sl
 from .masks.mask import Mask
@@ -119,24 +120,10 @@ def backward_lse(dout, q, k, v, out, lse, source: MaskSource, softmax_scale: Opt
     return dq.transpose(1, 2).to(q.dtype), fold(dk, k), fold(dv, v)
 
 
-class _ReferenceAttention(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, source, softmax_scale):
-        out, lse = forward_lse(q, k, v, source, softmax_scale)
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.source, ctx.softmax_scale = source, softmax_scale
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = backward_lse(dout, q, k, v, out, lse, ctx.source, ctx.softmax_scale)
-        return dq, dk, dv, None, None
-
-
 def attention(q, k, v, source: MaskSource, softmax_scale: Optional[float] = None) -> torch.Tensor:
     """Exact masked attention with autograd; q (B, Sq, Hq, D), k and v (B, Sk, Hkv, D)."""
-    return _ReferenceAttention.apply(q, k, v, source, softmax_scale)
+    return lse_attention(lambda q_, k_, v_: forward_lse(q_, k_, v_, source, softmax_scale),
+                         lambda *grad_args: backward_lse(*grad_args, source, softmax_scale), q, k, v)
 
 
 def _prepare(problem, mask: Mask, q, k, v) -> Mask:

@@ -9,7 +9,7 @@ from longca import reference
 from longca.masks.catalog import STATIC_MASKS
 from longca.problem import Problem, build_mask
 
-from longca.flashplan.executor import ExecPlan, PlanAttention, lse_primitives
+from longca.flashplan.executor import ExecPlan, lse_primitives, plan_attention
 from longca.flashplan.plan import PlanError, full_or_square_causal, make_plan
 
 
@@ -39,7 +39,7 @@ def check_against_reference(mask, adapter):
     ex = ExecPlan(plan, q.shape[0], q.shape[-1] ** -0.5, q.device)
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
     refs = [t.clone().requires_grad_() for t in (q, k, v)]
-    out = PlanAttention.apply(*leaves, adapter, ex)
+    out = plan_attention(*leaves, adapter, ex)
     want = reference.attention(*refs, mask)
     dout = torch.randn_like(out)
     out.backward(dout)

@@ -21,6 +21,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from ..autograd import lse_attention
 from .attend import backward_calls, forward_calls
 from .calls import Call, pair_calls
 from .comm import Exchange, subgroup
@@ -142,21 +143,7 @@ def ring_backward(dout, q, k, v, out, lse, plan: RingPlan):
     return dq.result(q.dtype), result[0].to(k.dtype), result[1].to(v.dtype)
 
 
-class _RingAttention(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, plan):
-        out, lse = ring_forward(q, k, v, plan)
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.plan = plan
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = ring_backward(dout.contiguous(), q, k, v, out, lse, ctx.plan)
-        return dq, dk, dv, None
-
-
 def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: RingPlan) -> torch.Tensor:
     """Ring attention of the local shards (autograd-aware)."""
-    return _RingAttention.apply(q, k, v, plan)
+    return lse_attention(lambda q_, k_, v_: ring_forward(q_, k_, v_, plan),
+                         lambda dout, *rest: ring_backward(dout.contiguous(), *rest, plan), q, k, v)

@@ -21,6 +21,7 @@ from typing import Any, Optional, Protocol
 import numpy as np
 import torch
 
+from ..autograd import lse_attention
 from .plan import Plan, WindowCheck, any_window, make_plan
 
 
@@ -222,21 +223,10 @@ def run_backward(adapter: Adapter, ex: ExecPlan, dout, q, k, v, out, lse):
     return tuple(g.to(x.dtype) for g, x in zip(grads, (q, k, v)))
 
 
-class PlanAttention(torch.autograd.Function):
-    """Autograd over `run_forward` / `run_backward`."""
-
-    @staticmethod
-    def forward(ctx, q, k, v, adapter, ex):
-        out, lse = run_forward(adapter, ex, q, k, v)
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.adapter, ctx.ex = adapter, ex
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = run_backward(ctx.adapter, ctx.ex, dout.contiguous(), q, k, v, out, lse)
-        return dq, dk, dv, None, None
+def plan_attention(q, k, v, adapter: "Adapter", ex: "ExecPlan") -> torch.Tensor:
+    """`run_forward` with autograd through `run_backward`."""
+    return lse_attention(lambda q_, k_, v_: run_forward(adapter, ex, q_, k_, v_),
+                         lambda dout, *rest: run_backward(adapter, ex, dout.contiguous(), *rest), q, k, v)
 
 
 def resolve_scale(q, scale: Optional[float]) -> float:

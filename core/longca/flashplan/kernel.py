@@ -3,7 +3,7 @@
 Shared by the fa2, fa3, fa4 and cudnn plugins. `prepare` turns the mask into a plan (timed as
 prepare_ms); `run` either calls the library's own public function, when the whole mask is one
 call the library takes as is (full, causal, documents, sliding windows), or runs the plan
-through `PlanAttention` (several calls, lse merge where calls share rows).
+through `plan_attention` (several calls, lse merge where calls share rows).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Callable, Optional
 
 from longca.masks.catalog import STATIC_MASKS
 
-from .executor import Adapter, ExecCall, ExecPlan, PlanAttention, resolve_scale
+from .executor import Adapter, ExecCall, ExecPlan, plan_attention, resolve_scale
 from .plan import PlanError, make_plan
 
 # public(q, k, v, call) -> out, the library's own autograd-aware entry point for a single call
@@ -50,7 +50,7 @@ def make_prepare_run(adapter_factory: Callable[[], Adapter],
     def run(prepared: Prepared, q, k, v):
         if prepared.public is not None:
             return prepared.public(q, k, v, prepared.ex.single)
-        return PlanAttention.apply(q, k, v, prepared.adapter, prepared.ex)
+        return plan_attention(q, k, v, prepared.adapter, prepared.ex)
 
     return prepare, run
 

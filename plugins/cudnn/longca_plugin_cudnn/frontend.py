@@ -293,7 +293,7 @@ class FrontendAdapter:
 
 # ---------------------------------------------------------------- the kernel's entry points
 
-_, run = make_prepare_run(FrontendAdapter)  # run: PlanAttention over the prepared adapter and plan
+_, run = make_prepare_run(FrontendAdapter)  # run: plan_attention over the prepared adapter and plan
 
 
 def prepare(problem, mask, q, k, v, engine=None) -> Prepared:

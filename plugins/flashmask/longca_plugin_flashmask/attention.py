@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import Optional
 
 import torch
+from longca.autograd import lse_attention
 
 from .configs import config
 from .plan import Plan, plan_from_slices
@@ -178,27 +179,11 @@ def _side_by_side(first, second, first_outputs) -> None:
     main.wait_stream(side)
 
 
-class FlashMaskAttention(torch.autograd.Function):
-    """Autograd over the Triton forward and backward."""
-
-    @staticmethod
-    def forward(ctx, q, k, v, plan, softmax_scale):
-        out, lse = forward(q, k, v, plan, softmax_scale)
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.plan, ctx.softmax_scale = plan, softmax_scale
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = backward(dout, q, k, v, out, lse, ctx.plan, ctx.softmax_scale)
-        return dq, dk, dv, None, None
-
-
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: Plan,
               softmax_scale: Optional[float] = None) -> torch.Tensor:
     """Masked attention with autograd."""
-    return FlashMaskAttention.apply(q, k, v, plan, softmax_scale)
+    return lse_attention(lambda q_, k_, v_: forward(q_, k_, v_, plan, softmax_scale),
+                         lambda *grad_args: backward(*grad_args, plan, softmax_scale), q, k, v)
 
 
 def forward_lse(q, k, v, slices, softmax_scale: Optional[float] = None):

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
+from longca.autograd import lse_attention
 from longca.cp.attend import backward_calls, forward_calls
 from longca.cp.calls import Call, pair_calls
 from longca.cp.comm import gather_seq, reduce_scatter_seq
@@ -49,19 +50,6 @@ def backward(dout, q, k, v, out, lse, plan: AllGatherPlan):
     return dq.result(q.dtype), dk_l.to(k.dtype), dv_l.to(v.dtype)
 
 
-class AllGatherAttention(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, plan):
-        out, lse = forward(q, k, v, plan)
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.plan = plan
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        q, k, v, out, lse = ctx.saved_tensors
-        return (*backward(dout.contiguous(), q, k, v, out, lse, ctx.plan), None)
-
-
 def attention(q, k, v, plan: AllGatherPlan) -> torch.Tensor:
-    return AllGatherAttention.apply(q, k, v, plan)
+    return lse_attention(lambda q_, k_, v_: forward(q_, k_, v_, plan),
+                         lambda dout, *rest: backward(dout.contiguous(), *rest, plan), q, k, v)
