@@ -199,6 +199,7 @@ def test_report_merges_runs_with_their_own_peaks_sorted_and_by_mask_params(tmp_p
 
     runs = {"long": (500.0, [row("a", "causal", 32768, 400.0)]),
             "short": (800.0, [row("a", "causal", 1024, 400.0), row("b", "causal", 1024, 200.0),
+                              {**row("a", "causal", 2048, 400.0), "matmul_peak_tflops": 400.0},  # resumed run's own
                               row("a", "block_sparse_uniform", 1024, 100.0, block=64, density=0.2),
                               row("a", "block_sparse_uniform", 1024, 300.0, block=128, density=0.2)])}
     for name, (peak, rows) in runs.items():
@@ -210,7 +211,7 @@ def test_report_merges_runs_with_their_own_peaks_sorted_and_by_mask_params(tmp_p
     text = (tmp_path / "rep" / "report.md").read_text()
     assert "500 (long), 800 (short)" in text
     assert text.index("| causal | 1k |") < text.index("| causal | 32k |")
-    assert "| causal | 1k | 400.0 | 200.0 | a | 50% |" in text and "| causal | 32k | 400.0 |  | a | 80% |" in text
+    assert "| causal | 1k | 400.0 | 200.0 | a | 50% |" in text and "| causal | 2k | 400.0 |  | a | 100% |" in text and "| causal | 32k | 400.0 |  | a | 80% |" in text
     assert "| block_sparse_uniform block=64 density=0.2 | 1k | 100.0 |" in text
     assert "| block_sparse_uniform block=128 density=0.2 | 1k | 300.0 |" in text
 
@@ -223,6 +224,18 @@ def test_sweep_max_minutes_stops_starting_cases_and_resume_finishes(tmp_path):
     assert "24 of 24 cases not run yet" in stopped.output and "--resume" in stopped.output
     assert invoke("sweep", path, "--output", out, "--resume").exit_code == 0
     assert len((out / "results.jsonl").read_text().splitlines()) == 24
+
+
+def test_sweep_kernels_runs_a_subset_of_the_spec(tmp_path):
+    path = spec_file(tmp_path, SMALL_SPEC)
+    listed = invoke("sweep", path, "--kernels", "sdpa", "--dry-run")
+    assert listed.exit_code == 0 and "8 cases" in listed.output
+    assert {line.split()[0] for line in listed.stdout.splitlines()} == {"sdpa"}
+    wrong = invoke("sweep", path, "--kernels", "sdpa,fa9")
+    assert wrong.exit_code == 2 and "reference, sdpa, torch" in wrong.output and "Traceback" not in wrong.output
+    out = tmp_path / "out"
+    stopped = invoke("sweep", path, "--kernels", "torch", "--output", out, "--max-minutes", "0")
+    assert "--resume --kernels torch" in stopped.output
 
 
 def test_run_sweep_checks_the_time_before_each_case(tmp_path, monkeypatch):

@@ -23,7 +23,8 @@ FIELDS = (
     "reason", "area", "flops", "ms_median", "ms_p20", "ms_p80", "tflops", "peak_mem_bytes",
     "prepare_ms", "rel_err",
 )
-EXTRA_FIELDS = ("backend", "samples", "rel_err_detail", "ms_max_rank", "strategy_options", "case_id")
+EXTRA_FIELDS = ("backend", "samples", "rel_err_detail", "ms_max_rank", "strategy_options", "case_id",
+                "matmul_peak_tflops")
 
 
 def case_id(problem: Problem) -> str:

@@ -227,6 +227,7 @@ def run_sweep(spec: SweepSpec, output: Path, resume: bool = False,
     pending: list[Problem] = []  # CP cases of one world size, measured together in one process group
 
     def record(problem: Problem, row: dict[str, Any]) -> None:
+        row["matmul_peak_tflops"] = extra.get("matmul_peak_tflops")  # this run's peak: resumed folders mix runs
         writer.append(row)
         rows.append(row)
         if on_case:

@@ -198,11 +198,19 @@ def sweep(
     max_minutes: Optional[float] = typer.Option(
         None, "--max-minutes", min=0, help="start no new case after this many minutes (the running one finishes); "
                                            "continue later with --resume"),
+    kernels: Optional[str] = typer.Option(None, "--kernels", help="run only these of the spec's kernels, "
+                                                                  "comma-separated (e.g. those installed now)"),
 ) -> None:
     """Run a grid from a TOML spec; rows are appended to OUTPUT/results.jsonl as they finish."""
     from longca.sweep import load_spec, problems, run_sweep
 
     sweep_spec = load_spec(spec, _registry())
+    if kernels is not None:
+        chosen = [k.strip() for k in kernels.split(",") if k.strip()]
+        unknown = [k for k in chosen if k not in sweep_spec.kernels]
+        if unknown or not chosen:
+            raise LongcaError(f"--kernels {kernels!r}: not in the spec's kernels ({', '.join(sweep_spec.kernels)})")
+        sweep_spec = sweep_spec.model_copy(update={"kernels": chosen})
     cases = list(problems(sweep_spec))
     if dry_run:
         for p in cases:
@@ -226,7 +234,8 @@ def sweep(
     left = len(cases) - len(ResultsWriter(out / "results.jsonl").done_ids() & {case_id(p) for p in cases})
     if left:
         typer.echo(f"{left} of {len(cases)} cases not run yet (--max-minutes {max_minutes:g}); "
-                   f"continue with: longca sweep {spec} --output {out} --resume", err=True)
+                   f"continue with: longca sweep {spec} --output {out} --resume"
+                   + (f" --kernels {kernels}" if kernels else ""), err=True)
 
 
 @app.command()

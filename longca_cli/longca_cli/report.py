@@ -200,7 +200,8 @@ def write_report(results: list[Path], directory: Path, plots: bool = True) -> di
         if peak:
             peaks[path.parent.name or str(path)] = peak
         for row in read_rows(path):
-            by_case[row.get("case_id") or id(row)] = {**row, "matmul_peak_tflops": peak}
+            # the row's own run's peak (sweeps write it); older rows take their folder's run.json
+            by_case[row.get("case_id") or id(row)] = {**row, "matmul_peak_tflops": row.get("matmul_peak_tflops") or peak}
     rows = list(by_case.values())
     directory.mkdir(parents=True, exist_ok=True)
     text = markdown(rows, peaks)

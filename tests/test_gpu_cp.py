@@ -1,0 +1,59 @@
+"""GPU suite of the context-parallel strategies on NCCL (`pytest -m gpu`, needs 2 or more GPUs).
+
+Every strategy, world sizes 2, 4 and 8 (as many as the host has GPUs), forward and backward
+against the float32 reference (`dist-run --check`), bf16, GQA, with each inner kernel that has
+`forward_lse` / `backward_lse` and is available. With `LONGCA_GPU_TEST_OUT=file.jsonl` every
+row is appended there.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from longca.plugins import get_registry
+from longca_cli.main import app
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+STRATEGIES = ("ulysses", "ring-p2p", "ring-allgather", "usp", "loongtrain")
+CASE = ["--seqlen", "8k", "--heads", "16:8", "--head-dim", "128", "--dtype", "bfloat16", "--direction", "fwdbwd",
+        "--device", "cuda", "--backend", "nccl", "--warmup", "1", "--repeat", "2", "--samples", "1", "--check",
+        "--format", "json"]
+
+
+def _inner(name: str) -> None:
+    registry = get_registry()
+    if name not in registry.names("kernels"):
+        pytest.skip(f"kernel {name} is not installed")
+    reason = registry.kernel(name).available()
+    if reason:
+        pytest.skip(f"{name}: {reason}")
+
+
+@pytest.mark.parametrize("nproc", [2, 4, 8])
+@pytest.mark.parametrize("inner,mask", [("fa2", "causal"), ("fa2", "causal_document"), ("fa2", "full_document"),
+                                        ("fa4", "causal_document"), ("flashmask", "causal_document")])
+def test_every_strategy_on_nccl(nproc, inner, mask):
+    if torch.cuda.device_count() < nproc:
+        pytest.skip(f"needs {nproc} GPUs, this host has {torch.cuda.device_count()}")
+    if not set(STRATEGIES) <= set(get_registry().names("strategies")):
+        pytest.skip("strategy plugins not installed (make install)")
+    _inner(inner)
+    done = CliRunner().invoke(app, ["dist-run", "--strategy", ",".join(STRATEGIES), "--inner", inner,
+                                    "--nproc", str(nproc), "--mask", mask, *CASE])
+    assert done.exit_code == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if os.environ.get("LONGCA_GPU_TEST_OUT"):
+        with open(os.environ["LONGCA_GPU_TEST_OUT"], "a") as fh:
+            fh.writelines(json.dumps(row, default=str) + "\n" for row in rows)
+    assert [r["strategy"] for r in rows] == list(STRATEGIES)
+    bad = [(r["strategy"], r["status"], r["reason"]) for r in rows if r["status"] != "ok"]
+    assert not bad, bad
+    for row in rows:
+        assert row["world_size"] == nproc and row["kernel"] == inner
+        assert set(row["rel_err_detail"]) == {"out", "dq", "dk", "dv"}
