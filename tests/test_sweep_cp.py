@@ -43,6 +43,8 @@ def test_cp_sweep_rows_resume_and_report(tmp_path):
     assert again.exit_code == 0 and len((out / "results.jsonl").read_text().splitlines()) == len(rows)
     report = CliRunner().invoke(app, ["report", str(out)])
     assert report.exit_code == 0 and "ring-p2p/reference" in report.stdout and "world size 2" in report.stdout
+    # one table per world size and direction, every strategy a column of it
+    assert report.stdout.count("world size 2\n") == 2 and "| ring-p2p/reference | ulysses/reference |" in report.stdout
 
 
 def test_cp_sweep_unknown_strategy_is_an_input_error(tmp_path):

@@ -27,11 +27,12 @@ def _mask_label(row: dict[str, Any]) -> str:
 
 
 def _groups(rows: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
-    """Rows by (direction, heads, head_dim, dtype, strategy/world size): one table each."""
+    """Rows by (direction, heads, head_dim, dtype, CP or not, world size): one table each, so every
+    strategy of one world size shares a table (a column per strategy/kernel)."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for row in rows:
         key = (row["direction"], f"{row['heads_q']}:{row['heads_kv']}", row["head_dim"], row["dtype"],
-               row.get("strategy") or "-", row.get("world_size") or 1)
+               "cp" if row.get("strategy") else "-", row.get("world_size") or 1)
         groups.setdefault(key, []).append(row)
     return groups
 
