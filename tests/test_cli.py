@@ -147,6 +147,21 @@ def test_sweep_resume_and_report(tmp_path):
     assert (out / "report.csv").exists() and list(out.glob("tflops_fwd_*.png"))
 
 
+def test_resume_runs_again_cases_whose_kernel_was_unavailable(tmp_path):
+    """A row saying the kernel's library was missing is not a result: --resume runs the case again."""
+    path = spec_file(tmp_path, SMALL_SPEC)
+    out = tmp_path / "out"
+    assert invoke("sweep", path, "--kernels", "sdpa", "--output", out).exit_code == 0
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    rows[0].update(status="unsupported", reason="unavailable: somelib is not installed", tflops=None)
+    rows[1].update(status="unsupported", reason="mask causal is not supported (supported: full)", tflops=None)
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert invoke("sweep", path, "--kernels", "sdpa", "--output", out, "--resume").exit_code == 0
+    again = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(again) == len(rows) + 1
+    assert again[-1]["case_id"] == rows[0]["case_id"] and again[-1]["status"] == "ok"
+
+
 def test_sweep_records_errors_and_goes_on(tmp_path, monkeypatch):
     from longca.plugins import get_registry
 

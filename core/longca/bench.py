@@ -14,7 +14,7 @@ from .errors import LongcaError
 from .flops import attention_flops
 from .plugins import Registry, get_registry
 from .problem import Problem, build_mask, check_mask_params, make_inputs
-from .results import new_row
+from .results import UNAVAILABLE, new_row
 from .specs import KernelSpec
 from .timing import host_ms, summarize, time_ms
 
@@ -48,7 +48,7 @@ def unsupported_reason(spec: KernelSpec, problem: Problem, registry: Optional[Re
     except Exception as exc:  # noqa: BLE001 - an availability probe must not crash a sweep
         missing = f"{type(exc).__name__}: {exc}"
     if missing:
-        return f"unavailable: {missing}"
+        return f"{UNAVAILABLE}{missing}"
     claimed = (registry or get_registry()).claimed_masks(spec.masks)
     if problem.mask not in claimed:
         return f"mask {problem.mask} is not supported (supported: {', '.join(claimed)})"

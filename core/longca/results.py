@@ -27,6 +27,13 @@ EXTRA_FIELDS = ("backend", "samples", "rel_err_detail", "ms_max_rank", "strategy
                 "matmul_peak_tflops")
 
 
+UNAVAILABLE = "unavailable: "  # reason prefix of rows whose kernel could not run at all in that process
+
+
+def is_unavailable(row: dict[str, Any]) -> bool:
+    return row.get("status") == "unsupported" and str(row.get("reason") or "").startswith(UNAVAILABLE)
+
+
 def case_id(problem: Problem) -> str:
     return hashlib.sha1(problem.key().encode()).hexdigest()[:16]
 
@@ -53,7 +60,11 @@ class ResultsWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def done_ids(self) -> set[str]:
-        return {row.get("case_id") for row in read_rows(self.path)} if self.path.exists() else set()
+        """Cases --resume skips: every row but those whose kernel was unavailable in that process
+        (its library may be installed since; the new row is appended and wins in reports)."""
+        if not self.path.exists():
+            return set()
+        return {row.get("case_id") for row in read_rows(self.path) if not is_unavailable(row)}
 
     def append(self, row: dict[str, Any]) -> None:
         with self.path.open("a") as f:
