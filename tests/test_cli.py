@@ -160,6 +160,9 @@ def test_resume_runs_again_cases_whose_kernel_was_unavailable(tmp_path):
     again = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(again) == len(rows) + 1
     assert again[-1]["case_id"] == rows[0]["case_id"] and again[-1]["status"] == "ok"
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = invoke("report", out, "--no-plots")
+    assert report.exit_code == 0 and "| n/a |" in report.stdout and "| unsup |" in report.stdout
 
 
 def test_sweep_records_errors_and_goes_on(tmp_path, monkeypatch):

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from longca.results import FIELDS, read_rows
+from longca.results import FIELDS, is_unavailable, read_rows
 from longca.sizes import format_size
 
 STATUS_SHORT = {"unsupported": "unsup", "oom": "oom", "error": "err", "incorrect": "wrong"}
@@ -75,7 +75,7 @@ def markdown(rows: list[dict[str, Any]], peaks: Optional[dict[str, float]] = Non
                     if best is None or r["tflops"] > best["tflops"]:
                         best = r
                 else:
-                    line.append(STATUS_SHORT.get(r["status"], r["status"]))
+                    line.append("n/a" if is_unavailable(r) else STATUS_SHORT.get(r["status"], r["status"]))
             line.append(_label(best) if best else "")
             if with_peak:
                 peak = best.get("matmul_peak_tflops") if best else None
@@ -83,7 +83,8 @@ def markdown(rows: list[dict[str, Any]], peaks: Optional[dict[str, float]] = Non
             out.append("| " + " | ".join(line) + " |")
         out.append("")
     out.append("Cells are TFLOP/s (median; document masks: median over mask samples). "
-               "unsup = unsupported, oom = out of memory, err = error, wrong = failed the correctness check; "
+               "unsup = unsupported, n/a = the kernel's library was not installed in that run, "
+               "oom = out of memory, err = error, wrong = failed the correctness check; "
                "reasons are in the CSV and results.jsonl.")
     return "\n".join(out)
 
