@@ -8,7 +8,6 @@ row is appended there.
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 import torch
@@ -26,31 +25,20 @@ CASE = ["--seqlen", "8k", "--heads", "16:8", "--head-dim", "128", "--dtype", "bf
         "--format", "json"]
 
 
-def _inner(name: str) -> None:
-    registry = get_registry()
-    if name not in registry.names("kernels"):
-        pytest.skip(f"kernel {name} is not installed")
-    reason = registry.kernel(name).available()
-    if reason:
-        pytest.skip(f"{name}: {reason}")
-
-
 @pytest.mark.parametrize("nproc", [2, 4, 8])
 @pytest.mark.parametrize("inner,mask", [("fa2", "causal"), ("fa2", "causal_document"), ("fa2", "full_document"),
                                         ("fa4", "causal_document"), ("flashmask", "causal_document")])
-def test_every_strategy_on_nccl(nproc, inner, mask):
+def test_every_strategy_on_nccl(nproc, inner, mask, available_kernel, record_rows):
     if torch.cuda.device_count() < nproc:
         pytest.skip(f"needs {nproc} GPUs, this host has {torch.cuda.device_count()}")
     if not set(STRATEGIES) <= set(get_registry().names("strategies")):
         pytest.skip("strategy plugins not installed (make install)")
-    _inner(inner)
+    available_kernel(inner)
     done = CliRunner().invoke(app, ["dist-run", "--strategy", ",".join(STRATEGIES), "--inner", inner,
                                     "--nproc", str(nproc), "--mask", mask, *CASE])
     assert done.exit_code == 0, done.stderr
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    if os.environ.get("LONGCA_GPU_TEST_OUT"):
-        with open(os.environ["LONGCA_GPU_TEST_OUT"], "a") as fh:
-            fh.writelines(json.dumps(row, default=str) + "\n" for row in rows)
+    record_rows(rows)
     assert [r["strategy"] for r in rows] == list(STRATEGIES)
     bad = [(r["strategy"], r["status"], r["reason"]) for r in rows if r["status"] != "ok"]
     assert not bad, bad

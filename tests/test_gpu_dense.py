@@ -8,15 +8,11 @@ result row is appended there.
 """
 from __future__ import annotations
 
-import json
-import os
-
 import numpy as np
 import pytest
 import torch
 from longca import reference
 from longca.bench import RunOptions, rel_err, run_problem
-from longca.plugins import get_registry
 from longca.problem import Problem, build_mask
 from longca.testing.conformance import run_conformance
 
@@ -28,36 +24,17 @@ LARGER_MASKS = ("causal", "causal_document", "sliding_window", "share_question",
                 "block_causal_document")
 
 
-def _spec(name: str):
-    registry = get_registry()
-    if name not in registry.names("kernels"):
-        pytest.skip(f"kernel {name} is not installed")
-    spec = registry.kernel(name)
-    reason = spec.available()
-    if reason:
-        pytest.skip(f"{name}: {reason}")
-    return spec
-
-
-def _record(rows):
-    path = os.environ.get("LONGCA_GPU_TEST_OUT")
-    if path:
-        with open(path, "a") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, default=str) + "\n")
-
-
 @pytest.mark.parametrize("name", KERNELS)
-def test_conformance_on_gpu(name):
-    _spec(name)
-    _record(run_conformance(name, device="cuda"))
+def test_conformance_on_gpu(name, available_kernel, record_rows):
+    available_kernel(name)
+    record_rows(run_conformance(name, device="cuda"))
 
 
 @pytest.mark.parametrize("name", KERNELS)
 @pytest.mark.parametrize("mask", LARGER_MASKS)
-def test_bf16_larger(name, mask):
+def test_bf16_larger(name, mask, available_kernel, record_rows):
     """8 KV heads shared by 16 query heads, head_dim 128, 4K tokens."""
-    spec = _spec(name)
+    spec = available_kernel(name)
     if mask not in spec.masks:
         pytest.skip(f"{name} does not claim {mask}")
     problem = Problem(kernel=name, mask=mask, seqlen=4096, heads_q=16, heads_kv=8, head_dim=128,
@@ -65,16 +42,16 @@ def test_bf16_larger(name, mask):
     if spec.supports and spec.supports(problem):  # a backward refused with its reason: check the forward
         problem = problem.with_(direction="fwd")
     row = run_problem(problem, RunOptions(warmup=1, repeat=3, samples=1, check=True))
-    _record([row])
+    record_rows([row])
     assert row["status"] == "ok", f"{name} {mask}: {row['status']}: {row['reason']}"
     assert row["rel_err"] < 1e-2
 
 
 @pytest.mark.parametrize("name", KERNELS)
 @pytest.mark.parametrize("mask", ("causal_document", "share_question", "global_sliding_window"))
-def test_lse_primitives_on_crops(name, mask):
+def test_lse_primitives_on_crops(name, mask, available_kernel, record_rows):
     """forward_lse / backward_lse (where declared) on a crop of a mask, as a ring-attention inner kernel sees it."""
-    spec = _spec(name)
+    spec = available_kernel(name)
     if spec.forward_lse is None or mask not in spec.masks:
         pytest.skip(f"{name}: no lse primitives for {mask}")
     m = build_mask(Problem(kernel=name, mask=mask, seqlen=4096, sampler="auto", seed=2))
@@ -89,20 +66,20 @@ def test_lse_primitives_on_crops(name, mask):
     assert torch.equal(finite, torch.isfinite(lse))
     assert rel_err(out, want) < 1e-2
     assert torch.allclose(lse[finite], want_lse[finite], atol=2e-2)
-    _record([{"kernel": name, "test": "forward_lse", "mask": mask, "rel_err_out": rel_err(out, want)}])
+    record_rows([{"kernel": name, "test": "forward_lse", "mask": mask, "rel_err_out": rel_err(out, want)}])
     if spec.backward_lse is None:
         return
     dout = torch.randn_like(q)
     got = spec.backward_lse(dout, q, k, v, want, want_lse, part)
     ref = reference.backward_lse(dout, q, k, v, want, want_lse, part)
     errors = [rel_err(g, r) for g, r in zip(got, ref)]
-    _record([{"kernel": name, "test": "backward_lse", "mask": mask, "rel_err_dq_dk_dv": errors}])
+    record_rows([{"kernel": name, "test": "backward_lse", "mask": mask, "rel_err_dq_dk_dv": errors}])
     assert max(errors) < 1e-2, errors
 
 
-def test_flex_block_mask_matches_create_block_mask():
+def test_flex_block_mask_matches_create_block_mask(available_kernel):
     """The BlockMask built from slices equals create_block_mask's, block by block and pair by pair."""
-    _spec("flex")
+    available_kernel("flex")
     from torch.nn.attention.flex_attention import create_block_mask
 
     from longca_plugin_flex.blockmask import block_mask_from_slices, flashmask_mask_mod
