@@ -177,3 +177,20 @@ def test_head_dim_follows_what_supports_accepts(base_registry):
     assert small_problem(spec, "causal", "fwd", registry=base_registry, settings=Settings(head_dim=64)).head_dim == 64
     report = check(base_registry, spec)
     assert not report.failures, report.summary()
+
+
+def test_block_follows_what_supports_accepts(base_registry):
+    """A kernel of 128-token blocks (Block-Sparse-Attention) is tested on block 128, and passes."""
+    from longca.testing.conformance import small_problem
+
+    spec = replace(HONEST, name="blocks128", masks=("block_sparse_uniform",),
+                   supports=lambda p: None if p.mask_params.get("block") == 128 else "blocks are 128x128")
+    assert small_problem(spec, "block_sparse_uniform", "fwd", registry=base_registry).mask_params == {"block": 128}
+    free = replace(spec, supports=None)
+    assert small_problem(free, "block_sparse_uniform", "fwd", registry=base_registry).mask_params == {"block": 64}
+    fixed = Settings(block=64)
+    assert small_problem(spec, "block_sparse_uniform", "fwd", registry=base_registry,
+                         settings=fixed).mask_params == {"block": 64}
+    assert small_problem(spec, "causal", "fwd", registry=base_registry).mask_params == {}
+    report = check(base_registry, spec)
+    assert not report.failures, report.summary()

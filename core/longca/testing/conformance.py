@@ -42,6 +42,7 @@ from ..specs import ANY_BLOCK_SPARSE, ANY_STATIC, DEVICES, DTYPES, KernelSpec
 log = logging.getLogger(__name__)
 DEVICE_ORDER = {"cpu": ("float32", "bfloat16", "float16"), "cuda": ("bfloat16", "float16", "float32")}
 HEAD_DIM_PREFERENCE = (64, 128, 32, 96, 256)
+BLOCK_PREFERENCE = (64, 128)  # block-sparse masks: tokens per block
 OPTIONS = RunOptions(warmup=0, repeat=1, samples=1, check=True)
 
 
@@ -55,6 +56,7 @@ class Settings:
 
     seqlen: int = 256
     head_dim: Optional[int] = None  # None: 64 if allowed, else the first declared head dim
+    block: Optional[int] = None  # block-sparse masks; None: 64 if supports() allows, else 128
     heads: tuple[int, int] = (4, 2)  # (4, 4) for kernels without GQA
     seed: int = 0
 
@@ -80,49 +82,52 @@ def primary_dtype(spec: KernelSpec, device: str) -> str:
     return next(d for d in DEVICE_ORDER[device] + tuple(spec.dtypes) if d in spec.dtypes)
 
 
-def conformance_head_dim(spec: KernelSpec, settings: Settings,
-                         accepts: Optional[Callable[[int], bool]] = None) -> int:
-    """`settings.head_dim`, else the first declared head dim in preference order that `accepts`
-    (e.g. a cut-down build whose supports() refuses 64 gets 128), else the first of them."""
+def _head_dims(spec: KernelSpec, settings: Settings) -> list[int]:
+    """`settings.head_dim`, else the declared head dims in preference order."""
     if settings.head_dim:
-        return settings.head_dim
-    declared = HEAD_DIM_PREFERENCE if spec.head_dims is None else (
-        [d for d in HEAD_DIM_PREFERENCE if d in spec.head_dims]
-        + [d for d in spec.head_dims if d not in HEAD_DIM_PREFERENCE])
-    return next((d for d in declared if accepts is None or accepts(d)), declared[0])
+        return [settings.head_dim]
+    if spec.head_dims is None:
+        return list(HEAD_DIM_PREFERENCE)
+    return ([d for d in HEAD_DIM_PREFERENCE if d in spec.head_dims]
+            + [d for d in spec.head_dims if d not in HEAD_DIM_PREFERENCE])
 
 
-def _supports_accepts(spec: KernelSpec, problem: Problem) -> Optional[Callable[[int], bool]]:
-    """Whether supports() takes `problem` with another head dim (None: the kernel has no supports())."""
+def _accepted(spec: KernelSpec, problem: Problem) -> bool:
+    """Whether supports() takes `problem` (True when the kernel has no supports())."""
     if spec.supports is None:
-        return None
-
-    def accepts(head_dim: int) -> bool:
-        try:
-            return spec.supports(problem.with_(head_dim=head_dim)) is None
-        except Exception:  # noqa: BLE001 - a raising supports() is reported by the case itself
-            return False
-    return accepts
+        return True
+    try:
+        return spec.supports(problem) is None
+    except Exception:  # noqa: BLE001 - a raising supports() is reported by the case itself
+        return False
 
 
 def small_problem(spec: KernelSpec, mask: str, direction: str, device: str = "cpu",
                   dtype: Optional[str] = None, registry: Optional[Registry] = None,
                   settings: Settings = Settings(), **changes: Any) -> Problem:
-    """A small case of `mask` within the kernel's declared capabilities (sizes from `settings`)."""
+    """A small case of `mask` within the kernel's declared capabilities (sizes from `settings`).
+
+    Head dim and, for block-sparse masks, block size are the first (in preference order) that
+    supports() accepts: a cut-down build without head_dim 64 gets 128, a kernel of 128-token
+    blocks gets block 128. With none accepted, the first ones (the case then reports the refusal).
+    """
     registry = registry or get_registry()
     multiple = registry.mask(mask).seqlen_multiple if mask in registry.entries["masks"] else 1
     seqlen = -(-max(settings.seqlen, multiple) // multiple) * multiple
     hq, hkv = settings.heads
     problem = Problem(
         kernel=spec.name, mask=mask, seqlen=seqlen, heads_q=hq, heads_kv=hkv if spec.gqa else hq,
-        head_dim=conformance_head_dim(spec, settings), dtype=dtype or primary_dtype(spec, device),
+        head_dim=_head_dims(spec, settings)[0], dtype=dtype or primary_dtype(spec, device),
         direction=direction, device=device, seed=settings.seed, sampler="uniform",
-        sampler_params={"min_len": max(1, seqlen // 16), "max_len": max(1, seqlen // 2)},
-        mask_params={"block": 64} if mask.startswith("block_sparse") else {})
+        sampler_params={"min_len": max(1, seqlen // 16), "max_len": max(1, seqlen // 2)})
     problem = problem.with_(**changes) if changes else problem
-    if "head_dim" in changes:
-        return problem
-    return problem.with_(head_dim=conformance_head_dim(spec, settings, _supports_accepts(spec, problem)))
+    head_dims = [problem.head_dim] if "head_dim" in changes else _head_dims(spec, settings)
+    blocks: list[Optional[int]] = [None]
+    if mask.startswith("block_sparse") and "mask_params" not in changes:
+        blocks = [settings.block] if settings.block else list(BLOCK_PREFERENCE)
+    candidates = [problem.with_(head_dim=d, mask_params={"block": b} if b else problem.mask_params)
+                  for b in blocks for d in head_dims]
+    return next((c for c in candidates if _accepted(spec, c)), candidates[0])
 
 
 def _describe(problem: Problem) -> str:
@@ -188,7 +193,7 @@ def _expect_ok(spec: KernelSpec, problem: Problem, registry: Registry, what: str
     if refusal:
         raise AssertionError(f"{_describe(problem)}: the spec claims {what} but supports() refuses its forward "
                              f"in the primary dtype: {refusal}. Remove the claim from the KernelSpec, or pass "
-                             f"sizes the kernel takes to conformance_tests(..., seqlen=, head_dim=)")
+                             f"sizes the kernel takes to conformance_tests(..., seqlen=, head_dim=, block=)")
     row = _run(problem, registry)
     if row["status"] != "ok":
         detail = row.get("rel_err_detail")

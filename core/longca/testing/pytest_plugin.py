@@ -42,17 +42,19 @@ def run_case(case: Any) -> None:
 
 
 def conformance_tests(kernel: str, *, seqlen: Optional[int] = None, head_dim: Optional[int] = None,
-                      heads: Optional[tuple[int, int]] = None, devices: Optional[tuple[str, ...]] = None
-                      ) -> Callable[..., None]:
+                      heads: Optional[tuple[int, int]] = None, block: Optional[int] = None,
+                      devices: Optional[tuple[str, ...]] = None) -> Callable[..., None]:
     """`test_conformance = conformance_tests("mykernel")`: one test per case, ids like `mask-causal-fwd-cpu`.
 
-    `seqlen`, `head_dim`, `heads` change the problem sizes (defaults 256; the first declared head dim,
-    64 preferred, that supports() accepts; 4:2); `devices` restricts the devices (default cpu and cuda).
+    `seqlen`, `head_dim`, `heads`, `block` change the problem sizes (defaults 256; the first declared
+    head dim, 64 preferred, that supports() accepts; 4:2; block-sparse masks: 64 if supports() accepts
+    it, else 128); `devices` restricts the devices (default cpu and cuda).
     """
     from .conformance import Settings, conformance_cases
     from ..specs import DEVICES
 
-    overrides = {k: v for k, v in (("seqlen", seqlen), ("head_dim", head_dim), ("heads", heads)) if v}
+    overrides = {k: v for k, v in (("seqlen", seqlen), ("head_dim", head_dim), ("heads", heads),
+                                                 ("block", block)) if v}
     settings = Settings(**overrides)
     cases = conformance_cases(kernel, devices=tuple(devices or DEVICES), settings=settings)
     params = [pytest.param(case, id=case.id, marks=[pytest.mark.gpu] if case.device == "cuda" else [])

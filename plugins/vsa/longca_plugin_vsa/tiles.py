@@ -5,8 +5,10 @@ VSA attends over (B, H, S_pad, D) tensors in which block i of the mask occupies 
 kernel masks the rest as keys, and the output rows of the padding are dropped. A core layout
 therefore maps exactly when every block has at most 64 tokens: uniform blocks of 64 (the last
 one possibly shorter) and variable blocks drawn with block=64 (sizes 32 to 64). When every
-block is full, no copy is made; otherwise the tokens are scattered into a zero-padded tensor
-inside the timed call, as a VSA user pays it too.
+block is full, the input is copied into the head-major layout (the libraries copy a non-contiguous
+input themselves, and vsa 0.0.3's sm90 backward refuses the non-contiguous inputs its forward
+saved); otherwise the tokens are scattered into a zero-padded tensor. Both happen inside the
+timed call, as a VSA user pays them too.
 """
 from __future__ import annotations
 
@@ -73,10 +75,10 @@ def make_tiles(layout: Any, device: Any) -> Tiles:
 
 
 def to_tiles(x: "torch.Tensor", tiles: Tiles) -> "torch.Tensor":
-    """(B, S, H, D) -> (B, H, S_pad, D) with zeros in the padding; differentiable."""
+    """(B, S, H, D) -> contiguous (B, H, S_pad, D) with zeros in the padding; differentiable."""
     heads_first = x.transpose(1, 2)
     if tiles.dest is None:
-        return heads_first
+        return heads_first.contiguous()
     padded = heads_first.new_zeros(*heads_first.shape[:2], tiles.padded_len, heads_first.shape[-1])
     return padded.index_copy(2, tiles.dest, heads_first)
 
