@@ -234,6 +234,27 @@ def test_report_merges_runs_with_their_own_peaks_sorted_and_by_mask_params(tmp_p
     assert "| block_sparse_uniform block=128 density=0.2 | 1k | 300.0 |" in text
 
 
+def test_report_memory_tables_name_the_lightest_kernel(tmp_path):
+    """--memory adds peak-GiB tables (lightest kernel per case); rows without memory (CPU) add none."""
+    def row(kernel, status="ok", mem=None, reason=None):
+        return {"kernel": kernel, "mask": "block_sparse_uniform", "mask_params": {"block": 64}, "seqlen": 65536,
+                "heads_q": 32, "heads_kv": 32, "head_dim": 128, "dtype": "bfloat16", "direction": "bwd",
+                "status": status, "reason": reason, "tflops": 100.0 if status == "ok" else None,
+                "peak_mem_bytes": mem, "case_id": kernel}
+
+    rows = [row("flex-sparse", mem=5 * 2**30), row("vsa", mem=8.5 * 2**30),
+            row("flashinfer", "unsupported", reason="backward is not supported")]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = invoke("report", tmp_path, "--no-plots", "--memory")
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "report.md").read_text()
+    assert "## Peak memory, GiB" in text
+    assert "| block_sparse_uniform block=64 | 64k | unsup | 5.00 | 8.50 | flex-sparse |" in text
+    assert "Peak memory" not in invoke("report", tmp_path, "--no-plots").stdout
+    (tmp_path / "results.jsonl").write_text(json.dumps(row("torch")) + "\n")
+    assert "Peak memory" not in invoke("report", tmp_path, "--no-plots", "--memory").stdout
+
+
 def test_sweep_max_minutes_stops_starting_cases_and_resume_finishes(tmp_path):
     path = spec_file(tmp_path, SMALL_SPEC)
     out = tmp_path / "out"

@@ -264,6 +264,7 @@ def report(
     results: List[Path] = typer.Argument(..., help="results.jsonl files, or folders holding one (merged)"),
     output: Optional[Path] = typer.Option(None, help="folder for report.md, report.csv and plots (default: beside the first results)"),
     plots: bool = typer.Option(True, help="write PNG plots"),
+    memory: bool = typer.Option(False, help="add tables of each case's peak GPU memory (GiB) and the lightest kernel"),
 ) -> None:
     """Markdown tables, CSV and PNG plots (TFLOP/s against sequence length, a panel per mask)."""
     from .report import write_report
@@ -272,7 +273,7 @@ def report(
     for path in paths:
         if not path.exists():
             raise LongcaError(f"no results at {path}")
-    written = write_report(paths, output or paths[0].parent, plots=plots)
+    written = write_report(paths, output or paths[0].parent, plots=plots, memory=memory)
     typer.echo(written["markdown"])
     typer.echo("wrote " + ", ".join(str(p) for p in written["files"]), err=True)
 

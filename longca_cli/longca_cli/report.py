@@ -41,6 +41,28 @@ def _label(row: dict[str, Any]) -> str:
     return row["kernel"] if not row.get("strategy") else f"{row['strategy']}/{row['kernel']}"
 
 
+def _grid(group: list[dict[str, Any]]) -> tuple[list[str], dict[tuple, dict[str, dict]]]:
+    """The kernel columns of a table and its rows: (mask label, seqlen) -> kernel label -> row."""
+    kernels = sorted({_label(r) for r in group})
+    order = {m: i for i, m in enumerate(dict.fromkeys(_mask_label(r) for r in group))}
+    cells: dict[tuple, dict[str, dict]] = {}
+    for r in sorted(group, key=lambda r: (order[_mask_label(r)], r["seqlen"])):
+        cells.setdefault((_mask_label(r), r["seqlen"]), {})[_label(r)] = r
+    return kernels, cells
+
+
+def _title(direction: str, heads: str, d: Any, dtype: str, strategy: str, world: int) -> str:
+    return (f"### {direction}, heads {heads}, head_dim {d}, {dtype}"
+            + (f", world size {world}" if strategy != "-" else "") + "\n")
+
+
+def _not_ok(row: Optional[dict[str, Any]]) -> str:
+    """The cell of a row without a value: empty (no row), n/a, or the status in short."""
+    if row is None:
+        return ""
+    return "n/a" if is_unavailable(row) else STATUS_SHORT.get(row["status"], row["status"])
+
+
 def markdown(rows: list[dict[str, Any]], peaks: Optional[dict[str, float]] = None) -> str:
     """One table per group: a row per (mask, length), a column per kernel, TFLOP/s or status.
 
@@ -52,30 +74,23 @@ def markdown(rows: list[dict[str, Any]], peaks: Optional[dict[str, float]] = Non
         measured = ", ".join(f"{v:.0f} ({k})" for k, v in peaks.items())
         out.append(f"bf16 matmul peak measured in each run, TFLOP/s: {measured}. \"of peak\" divides the "
                    f"fastest cell by the peak of the run that measured it.\n")
-    for (direction, heads, d, dtype, strategy, world), group in _groups(rows).items():
-        kernels = sorted({_label(r) for r in group})
-        out.append(f"### {direction}, heads {heads}, head_dim {d}, {dtype}"
-                   + (f", world size {world}" if strategy != "-" else "") + "\n")
+    for key, group in _groups(rows).items():
+        kernels, cells = _grid(group)
+        out.append(_title(*key))
         header = ["mask", "seqlen", *kernels, "fastest"] + (["of peak"] if with_peak else [])
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "---|" * len(header))
-        order = {m: i for i, m in enumerate(dict.fromkeys(_mask_label(r) for r in group))}
-        cells: dict[tuple, dict[str, dict]] = {}
-        for r in sorted(group, key=lambda r: (order[_mask_label(r)], r["seqlen"])):
-            cells.setdefault((_mask_label(r), r["seqlen"]), {})[_label(r)] = r
         for (mask, seqlen), by_kernel in cells.items():
             line = [mask, format_size(seqlen)]
             best = None
             for k in kernels:
                 r = by_kernel.get(k)
-                if r is None:
-                    line.append("")
-                elif r["status"] == "ok" and r.get("tflops") is not None:
+                if r is not None and r["status"] == "ok" and r.get("tflops") is not None:
                     line.append(f"{r['tflops']:.1f}" if r["tflops"] >= 10 else f"{r['tflops']:.3g}")
                     if best is None or r["tflops"] > best["tflops"]:
                         best = r
                 else:
-                    line.append("n/a" if is_unavailable(r) else STATUS_SHORT.get(r["status"], r["status"]))
+                    line.append(_not_ok(r))
             line.append(_label(best) if best else "")
             if with_peak:
                 peak = best.get("matmul_peak_tflops") if best else None
@@ -86,6 +101,33 @@ def markdown(rows: list[dict[str, Any]], peaks: Optional[dict[str, float]] = Non
                "unsup = unsupported, n/a = the kernel's library was not installed in that run, "
                "oom = out of memory, err = error, wrong = failed the correctness check; "
                "reasons are in the CSV and results.jsonl.")
+    return "\n".join(out)
+
+
+def memory_markdown(rows: list[dict[str, Any]]) -> str:
+    """The same tables with each ok case's peak GPU memory (`peak_mem_bytes`, GiB) and the lightest
+    kernel; empty when no row has it (CPU runs)."""
+    if not any(r["status"] == "ok" and r.get("peak_mem_bytes") for r in rows):
+        return ""
+    out = ["## Peak memory, GiB (`peak_mem_bytes`: `torch.cuda.max_memory_allocated` during one call, inputs included)\n"]
+    for key, group in _groups(rows).items():
+        kernels, cells = _grid(group)
+        out.append(_title(*key))
+        header = ["mask", "seqlen", *kernels, "lightest"]
+        out.append("| " + " | ".join(header) + " |")
+        out.append("|" + "---|" * len(header))
+        for (mask, seqlen), by_kernel in cells.items():
+            line, best = [mask, format_size(seqlen)], None
+            for k in kernels:
+                r = by_kernel.get(k)
+                if r is not None and r["status"] == "ok" and r.get("peak_mem_bytes"):
+                    line.append(f"{r['peak_mem_bytes'] / 2**30:.2f}")
+                    if best is None or r["peak_mem_bytes"] < best["peak_mem_bytes"]:
+                        best = r
+                else:
+                    line.append(_not_ok(r))
+            out.append("| " + " | ".join(line + [_label(best) if best else ""]) + " |")
+        out.append("")
     return "\n".join(out)
 
 
@@ -193,8 +235,9 @@ def plot(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
     return paths
 
 
-def write_report(results: list[Path], directory: Path, plots: bool = True) -> dict[str, Any]:
-    """Report over one or more results.jsonl; a case measured twice keeps its last row."""
+def write_report(results: list[Path], directory: Path, plots: bool = True, memory: bool = False) -> dict[str, Any]:
+    """Report over one or more results.jsonl; a case measured twice keeps its last row.
+    `memory` adds the peak-memory tables."""
     by_case: dict[Any, dict[str, Any]] = {}
     peaks: dict[str, float] = {}
     for path in results:
@@ -210,6 +253,8 @@ def write_report(results: list[Path], directory: Path, plots: bool = True) -> di
     efficiency = efficiency_markdown(scaling_efficiency(rows))
     if efficiency:
         text += "\n\n" + efficiency
+    if memory and memory_markdown(rows):
+        text += "\n\n" + memory_markdown(rows)
     (directory / "report.md").write_text(text + "\n")
     write_csv(rows, directory / "report.csv")
     files = [directory / "report.md", directory / "report.csv"]
