@@ -264,7 +264,7 @@ def report(
     results: List[Path] = typer.Argument(..., help="results.jsonl files, or folders holding one (merged)"),
     output: Optional[Path] = typer.Option(None, help="folder for report.md, report.csv and plots (default: beside the first results)"),
     plots: bool = typer.Option(True, help="write PNG plots"),
-    memory: bool = typer.Option(False, help="add tables of each case's peak GPU memory (GiB) and the lightest kernel"),
+    memory: bool = typer.Option(False, help="add tables of each case's peak GPU memory (GiB), lightest kernel"),
 ) -> None:
     """Markdown tables, CSV and PNG plots (TFLOP/s against sequence length, a panel per mask)."""
     from .report import write_report

@@ -109,7 +109,8 @@ def memory_markdown(rows: list[dict[str, Any]]) -> str:
     kernel; empty when no row has it (CPU runs)."""
     if not any(r["status"] == "ok" and r.get("peak_mem_bytes") for r in rows):
         return ""
-    out = ["## Peak memory, GiB (`peak_mem_bytes`: `torch.cuda.max_memory_allocated` during one call, inputs included)\n"]
+    out = ["## Peak memory, GiB (`peak_mem_bytes`: `torch.cuda.max_memory_allocated` during one call, "
+           "inputs included)\n"]
     for key, group in _groups(rows).items():
         kernels, cells = _grid(group)
         out.append(_title(*key))
