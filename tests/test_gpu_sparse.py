@@ -11,6 +11,7 @@ import pytest
 
 from longca.bench import RunOptions, run_problem
 from longca.problem import Problem
+from longca.results import is_unavailable
 
 pytestmark = pytest.mark.gpu
 OPTIONS = RunOptions(warmup=1, repeat=3, samples=1, check=True)
@@ -50,7 +51,7 @@ def test_sparse_kernel_matches_reference(kernel, mask, seqlen, block, heads, hea
                       head_dim=head_dim, dtype="bfloat16", direction=direction, device="cuda",
                       mask_params={"block": block, "density": 0.4})
     row = run_problem(problem, OPTIONS)
-    if row["status"] == "unsupported" and str(row["reason"]).startswith("unavailable"):
+    if is_unavailable(row):
         pytest.skip(row["reason"])
     assert row["status"] == "ok", f"{row['status']}: {row['reason']} (errors {row.get('rel_err_detail')})"
     assert row["tflops"] and row["peak_mem_bytes"]

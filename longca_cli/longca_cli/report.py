@@ -4,7 +4,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from longca.results import FIELDS, is_unavailable, read_rows
 from longca.sizes import format_size
@@ -63,40 +63,55 @@ def _not_ok(row: Optional[dict[str, Any]]) -> str:
     return "n/a" if is_unavailable(row) else STATUS_SHORT.get(row["status"], row["status"])
 
 
+def _tables(rows: list[dict[str, Any]], value: Callable[[dict], Optional[float]], fmt: Callable[[float], str],
+            best_name: str, lower_is_better: bool = False,
+            extra: Optional[tuple[str, Callable[[dict], str]]] = None) -> list[str]:
+    """One table per group: a row per (mask, length), a column per kernel holding `fmt(value(row))`
+    for ok rows with a value (else the status), the best kernel, and an optional `extra` column
+    (header, text from the best row)."""
+    out = []
+    for key, group in _groups(rows).items():
+        kernels, cells = _grid(group)
+        header = ["mask", "seqlen", *kernels, best_name] + ([extra[0]] if extra else [])
+        out += [_title(*key), "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for (mask, seqlen), by_kernel in cells.items():
+            line, best = [mask, format_size(seqlen)], None
+            for k in kernels:
+                r = by_kernel.get(k)
+                v = value(r) if r is not None and r["status"] == "ok" else None
+                if v is None:
+                    line.append(_not_ok(r))
+                    continue
+                line.append(fmt(v))
+                if best is None or (v < value(best) if lower_is_better else v > value(best)):
+                    best = r
+            line.append(_label(best) if best else "")
+            if extra:
+                line.append(extra[1](best) if best else "")
+            out.append("| " + " | ".join(line) + " |")
+        out.append("")
+    return out
+
+
+def _of_peak(best: dict[str, Any]) -> str:
+    """The best row's TFLOP/s over the matmul peak of the run that produced it."""
+    peak = best.get("matmul_peak_tflops")
+    return f"{best['tflops'] / peak:.0%}" if peak else ""
+
+
 def markdown(rows: list[dict[str, Any]], peaks: Optional[dict[str, float]] = None) -> str:
     """One table per group: a row per (mask, length), a column per kernel, TFLOP/s or status.
 
     `peaks` (results folder name -> its run's bf16 matmul peak) is listed on top; "of peak" is the
     fastest cell over the peak of the run that produced it (rows carry it as `matmul_peak_tflops`)."""
     out = []
-    with_peak = any(r.get("matmul_peak_tflops") for r in rows)
     if peaks:
         measured = ", ".join(f"{v:.0f} ({k})" for k, v in peaks.items())
         out.append(f"bf16 matmul peak measured in each run, TFLOP/s: {measured}. \"of peak\" divides the "
                    f"fastest cell by the peak of the run that measured it.\n")
-    for key, group in _groups(rows).items():
-        kernels, cells = _grid(group)
-        out.append(_title(*key))
-        header = ["mask", "seqlen", *kernels, "fastest"] + (["of peak"] if with_peak else [])
-        out.append("| " + " | ".join(header) + " |")
-        out.append("|" + "---|" * len(header))
-        for (mask, seqlen), by_kernel in cells.items():
-            line = [mask, format_size(seqlen)]
-            best = None
-            for k in kernels:
-                r = by_kernel.get(k)
-                if r is not None and r["status"] == "ok" and r.get("tflops") is not None:
-                    line.append(f"{r['tflops']:.1f}" if r["tflops"] >= 10 else f"{r['tflops']:.3g}")
-                    if best is None or r["tflops"] > best["tflops"]:
-                        best = r
-                else:
-                    line.append(_not_ok(r))
-            line.append(_label(best) if best else "")
-            if with_peak:
-                peak = best.get("matmul_peak_tflops") if best else None
-                line.append(f"{best['tflops'] / peak:.0%}" if peak else "")
-            out.append("| " + " | ".join(line) + " |")
-        out.append("")
+    with_peak = any(r.get("matmul_peak_tflops") for r in rows)
+    out += _tables(rows, lambda r: r.get("tflops"), lambda t: f"{t:.1f}" if t >= 10 else f"{t:.3g}", "fastest",
+                   extra=("of peak", _of_peak) if with_peak else None)
     out.append("Cells are TFLOP/s (median; document masks: median over mask samples). "
                "unsup = unsupported, n/a = the kernel's library was not installed in that run, "
                "oom = out of memory, err = error, wrong = failed the correctness check; "
@@ -111,24 +126,8 @@ def memory_markdown(rows: list[dict[str, Any]]) -> str:
         return ""
     out = ["## Peak memory, GiB (`peak_mem_bytes`: `torch.cuda.max_memory_allocated` during one call, "
            "inputs included)\n"]
-    for key, group in _groups(rows).items():
-        kernels, cells = _grid(group)
-        out.append(_title(*key))
-        header = ["mask", "seqlen", *kernels, "lightest"]
-        out.append("| " + " | ".join(header) + " |")
-        out.append("|" + "---|" * len(header))
-        for (mask, seqlen), by_kernel in cells.items():
-            line, best = [mask, format_size(seqlen)], None
-            for k in kernels:
-                r = by_kernel.get(k)
-                if r is not None and r["status"] == "ok" and r.get("peak_mem_bytes"):
-                    line.append(f"{r['peak_mem_bytes'] / 2**30:.2f}")
-                    if best is None or r["peak_mem_bytes"] < best["peak_mem_bytes"]:
-                        best = r
-                else:
-                    line.append(_not_ok(r))
-            out.append("| " + " | ".join(line + [_label(best) if best else ""]) + " |")
-        out.append("")
+    out += _tables(rows, lambda r: r.get("peak_mem_bytes") or None, lambda b: f"{b / 2**30:.2f}", "lightest",
+                   lower_is_better=True)
     return "\n".join(out)
 
 
@@ -254,8 +253,9 @@ def write_report(results: list[Path], directory: Path, plots: bool = True, memor
     efficiency = efficiency_markdown(scaling_efficiency(rows))
     if efficiency:
         text += "\n\n" + efficiency
-    if memory and memory_markdown(rows):
-        text += "\n\n" + memory_markdown(rows)
+    memory_text = memory_markdown(rows) if memory else ""
+    if memory_text:
+        text += "\n\n" + memory_text
     (directory / "report.md").write_text(text + "\n")
     write_csv(rows, directory / "report.csv")
     files = [directory / "report.md", directory / "report.csv"]
