@@ -84,6 +84,21 @@ def test_new_plugin_is_listed_and_runs_with_check(kit):
     assert set(result["rel_err_detail"]) == {"out", "dq", "dk", "dv"}
 
 
+@pytest.mark.parametrize("nproc", ["2", "4"])
+def test_new_plugin_is_a_correct_inner_kernel_of_every_cp_strategy(kit, nproc):
+    """The generated plugin, unchanged, under ring-p2p, usp and loongtrain with --check (gloo):
+    CP strategies call backward_lse with the out and lse merged over every key piece."""
+    out = longca(kit["site"], "dist-run", "--strategy", "ring-p2p,usp,loongtrain", "--inner", NEW_NAME,
+                 "--nproc", nproc, "--device", "cpu", "--mask", "causal_document", "--seqlen", "512",
+                 "--heads", "4:4", "--head-dim", "16", "--dtype", "float32", "--direction", "fwdbwd", "--check",
+                 "--warmup", "0", "--repeat", "1", "--samples", "1", "-f", "json").stdout
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert sorted(r["strategy"] for r in rows) == ["loongtrain", "ring-p2p", "usp"], out
+    for row in rows:
+        assert row["status"] == "ok" and row["rel_err"] < 1e-4, row
+        assert set(row["rel_err_detail"]) == {"out", "dq", "dk", "dv"}, row
+
+
 def test_new_plugin_files_carry_the_new_name(kit):
     generated = kit["generated"]
     assert (generated / "longca_plugin_kit_demo" / "hooks.py").is_file()

@@ -2,26 +2,24 @@
 kernel library): `longca list-kernels` imports this module on machines without a GPU."""
 from __future__ import annotations
 
-from longca import hookimpl
-from longca.masks.catalog import STATIC_MASKS
-from longca.specs import KernelSpec
+from longca import plugin
 
 from . import kernel
 
 
-@hookimpl
+@plugin.hookimpl
 def longca_kernels():
-    return [KernelSpec(
+    return [plugin.KernelSpec(
         name="mykernel",
         family="dense",
         description="tiled attention with an online softmax in plain PyTorch; skips masked tiles",
-        masks=STATIC_MASKS,  # the 12 static masks; block-sparse masks are refused with a reason
+        masks=(plugin.ANY_STATIC,),  # every static mask, third-party ones too; block-sparse ones are refused
         prepare=kernel.prepare,
         run=kernel.run,
         dtypes=("bfloat16", "float16", "float32"),
         head_dims=None,  # any
         gqa=True,
-        backward=True,  # through autograd on run()'s output
+        backward=True,  # run() is differentiable (kernel._attend_backward)
         devices=("cpu", "cuda"),
         available=kernel.available,
         supports=kernel.supports,
@@ -31,7 +29,7 @@ def longca_kernels():
     )]
 
 
-@hookimpl
+@plugin.hookimpl
 def longca_env_info(info):
     import torch
 

@@ -11,7 +11,7 @@ from typing import Optional
 
 import numpy as np
 
-from longca.masks import slices as sl
+from longca.masks import slices as sl  # block_map, dense, PARTIAL: the tile plan
 
 TILE = 128
 
@@ -85,31 +85,74 @@ def _attend(q, k, v, tiles: list, scale: float):
     return out, torch.cat(lses, dim=2)
 
 
+def _attend_backward(dout, q, k, v, out, lse, tiles: list, scale: float):
+    """Gradients (dq, dk, dv) from the `out` and `lse` given, over the same tiles as the forward.
+
+    Context-parallel strategies call this on one piece of the keys with the out and lse merged
+    over *all* pieces: the probabilities are exp(scores - lse) with that lse, and the softmax
+    correction uses delta = rowsum(dout * out) of that out. Recomputing a forward here instead
+    would normalise over this piece alone and give wrong gradients under CP.
+    """
+    import torch
+
+    heads_kv = k.shape[2]
+    rep = q.shape[2] // heads_kv
+    qh, do, o = (x.transpose(1, 2).float() for x in (q, dout, out))
+    kh, vh = (x.transpose(1, 2).float().repeat_interleave(rep, dim=1) for x in (k, v))
+    delta = (do * o).sum(-1)
+    # rows that see no key have lse -inf: +inf makes their probabilities exp(-inf) = 0
+    lse = lse.float().masked_fill(torch.isneginf(lse), math.inf)
+    dq, dk, dv = torch.zeros_like(qh), torch.zeros_like(kh), torch.zeros_like(vh)
+    for q0, q1, row_tiles in tiles:
+        qt, dot, lt, dt = qh[:, :, q0:q1], do[:, :, q0:q1], lse[:, :, q0:q1, None], delta[:, :, q0:q1, None]
+        for k0, k1, part in row_tiles:
+            p = torch.exp((qt @ kh[:, :, k0:k1].transpose(-1, -2)) * scale - lt)
+            if part is not None:
+                p = p.masked_fill(~part, 0.0)
+            dv[:, :, k0:k1] += p.transpose(-1, -2) @ dot
+            ds = p * (dot @ vh[:, :, k0:k1].transpose(-1, -2) - dt) * scale
+            dq[:, :, q0:q1] += ds @ kh[:, :, k0:k1]
+            dk[:, :, k0:k1] += ds.transpose(-1, -2) @ qt
+
+    def per_kv_head(g, like):  # GQA: sum the gradients of the query heads sharing a KV head
+        g = g.unflatten(1, (heads_kv, rep)).sum(2)
+        return g.transpose(1, 2).to(like.dtype)
+
+    return dq.transpose(1, 2).to(q.dtype), per_kv_head(dk, k), per_kv_head(dv, v)
+
+
+def _scale(q, softmax_scale: Optional[float]) -> float:
+    return softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+
+
 def prepare(problem, mask, q, k, v):
     """The tile plan of the whole mask (timed apart from run as prepare_ms)."""
     return plan(mask.slices, mask.seqlen, mask.seqlen, q.device)
 
 
 def run(tiles, q, k, v):
-    """The timed call: attention output (B, S, Hq, D); autograd gives the backward."""
-    return _attend(q, k, v, tiles, 1.0 / math.sqrt(q.shape[-1]))[0]
+    """The timed call: attention output (B, S, Hq, D). Its backward is `_attend_backward`, the same
+    code strategies call through backward_lse, so the conformance suite tests it both ways."""
+    from longca.plugin import lse_attention
+
+    scale = _scale(q, None)
+    return lse_attention(lambda q_, k_, v_: _attend(q_, k_, v_, tiles, scale),
+                         lambda dout, q_, k_, v_, out, lse: _attend_backward(dout, q_, k_, v_, out, lse, tiles, scale),
+                         q, k, v)
 
 
 def forward_lse(q, k, v, slices, softmax_scale=None):
     """Primitive for context parallelism: (out, lse) on slices in local coordinates."""
     import torch
 
-    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
     with torch.no_grad():
-        return _attend(q, k, v, plan(slices, q.shape[1], k.shape[1], q.device), scale)
+        return _attend(q, k, v, plan(slices, q.shape[1], k.shape[1], q.device), _scale(q, softmax_scale))
 
 
 def backward_lse(dout, q, k, v, out, lse, slices, softmax_scale=None):
-    """Primitive for context parallelism: (dq, dk, dv), here by recomputing the forward with autograd."""
+    """Primitive for context parallelism: (dq, dk, dv) from the given (possibly merged) out and lse."""
     import torch
 
-    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    with torch.enable_grad():
-        inputs = [x.detach().requires_grad_(True) for x in (q, k, v)]
-        again, _ = _attend(*inputs, plan(slices, q.shape[1], k.shape[1], q.device), scale)
-        return torch.autograd.grad(again, inputs, dout)
+    with torch.no_grad():
+        return _attend_backward(dout, q, k, v, out, lse, plan(slices, q.shape[1], k.shape[1], q.device),
+                                _scale(q, softmax_scale))

@@ -1,19 +1,17 @@
 """Tests of the mykernel plugin: longca's conformance suite, plus what is particular to this kernel."""
-from longca.testing import conformance_tests
+from longca import plugin
 
 # One test per conformance case (spec, refusals, every claimed mask and dtype fwd/bwd against the
 # reference, the CP primitives); CUDA cases carry the `gpu` marker and skip without a GPU.
-test_conformance = conformance_tests("mykernel")
+test_conformance = plugin.conformance_tests("mykernel")
 
 
 def test_plan_skips_masked_tiles():
-    import numpy as np
     import torch
 
-    from longca.masks import slices as sl
     from longca_plugin_mykernel.kernel import TILE, plan
 
-    causal = np.array([[0, 4 * TILE, 0, 4 * TILE, sl.CAUSAL]])
+    causal = plugin.slices_array([(0, 4 * TILE, 0, 4 * TILE, plugin.CAUSAL)])
     tiles = plan(causal, 4 * TILE, 4 * TILE, torch.device("cpu"))
     assert [len(row) for _, _, row in tiles] == [1, 2, 3, 4]  # lower triangle only
     assert all(part is not None for _, _, row in tiles for k0, _, part in row[-1:])  # diagonal tiles masked

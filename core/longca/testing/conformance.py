@@ -18,7 +18,9 @@ reason), `mask-M-DIR-DEV` (every claimed mask runs fwd and bwd with `--check` ag
 reference in the device's primary dtype: float32 on CPU, bfloat16 on CUDA, when claimed),
 `dtype-D-DIR-DEV` (every other claimed dtype runs), `forward_lse-DEV` / `backward_lse-DEV`
 (the context-parallel primitives, if declared, match `longca.reference` on the claimed masks'
-slices, whole and cropped as ring and all-gather strategies crop them).
+slices, whole and cropped as ring and all-gather strategies crop them), `cp_merge-DEV` (both
+primitives used as every CP strategy uses them: uneven query and key pieces, forward_lse on each,
+lse merge, backward_lse on each with the merged out and lse, summed gradients vs the reference).
 
 A claimed case must run and match the reference; the one exception is a refusal by the
 kernel's `supports(problem)` with a reason, for what a spec cannot declare per device (no
@@ -347,10 +349,17 @@ def check_dtype(name: str, dtype: str, direction: str, device: str, registry: Re
     return [_expect_ok(spec, problem, registry, f"dtype {dtype}", may_refuse=True)]
 
 
-def check_primitives(name: str, device: str, registry: Registry, settings: Settings,
-                     backward: bool) -> list[dict]:
-    """forward_lse (or backward_lse) against longca.reference on the claimed masks' slices."""
-    from .primitives import compare_primitives
+PRIMITIVE_CHECKS = {"forward_lse": "forward_lse", "backward_lse": "backward_lse",
+                    "cp_merge": "forward_lse + lse merge + backward_lse with the merged out and lse"}
+
+
+def check_primitives(name: str, device: str, registry: Registry, settings: Settings, which: str) -> list[dict]:
+    """The CP primitives against longca.reference on the claimed masks' slices.
+
+    `which`: `forward_lse` or `backward_lse` on whole and cropped pieces of each mask, or
+    `cp_merge`: both used together the way strategies use them (`compare_cp_pieces`).
+    """
+    from .primitives import compare_cp_pieces, compare_primitives
 
     _need_device(device)
     spec = _kernel(registry, name)
@@ -363,19 +372,23 @@ def check_primitives(name: str, device: str, registry: Registry, settings: Setti
     static = [m for m in static if registry.mask(m).seqlen_multiple <= settings.seqlen] or static
     failures, refusals = [], []
     for mask_name in static:  # a strategy asks supports() first too (longca.cp.inner): honour refusals
-        problem = small_problem(spec, mask_name, "bwd" if backward else "fwd", device, registry=registry,
-                                settings=settings)
+        problem = small_problem(spec, mask_name, "fwd" if which == "forward_lse" else "bwd", device,
+                                registry=registry, settings=settings)
         refusal = _probe_supports(spec, problem)
         if refusal:
             refusals.append(f"{_describe(problem)}: refused by supports(): {refusal}")
             continue
         mask = build_mask(problem, 0, registry)
         q, k, v = make_inputs(problem.with_(direction="fwd"))
-        failures += compare_primitives(spec, q, k, v, mask, TOLERANCE[problem.dtype], backward)
+        tolerance = TOLERANCE[problem.dtype]
+        if which == "cp_merge":
+            failures += compare_cp_pieces(spec, q, k, v, mask, tolerance)
+        else:
+            failures += compare_primitives(spec, q, k, v, mask, tolerance, which == "backward_lse")
     if refusals and len(refusals) == len(static):
         raise ConformanceSkip(refusals[0] + (f" (and {len(refusals) - 1} more masks)" if len(refusals) > 1 else ""))
     if failures:
-        raise AssertionError(f"kernel {name}: {'backward_lse' if backward else 'forward_lse'} on {device} "
+        raise AssertionError(f"kernel {name}: {PRIMITIVE_CHECKS[which]} on {device} "
                              f"disagrees with longca.reference:\n  " + "\n  ".join(failures))
     return []
 
@@ -408,12 +421,11 @@ def conformance_cases(kernel: str, registry: Optional[Registry] = None, devices:
         cases += [Case(f"dtype-{t}-{x}-{dev}", kernel,
                        lambda r, t=t, x=x, d=dev: check_dtype(kernel, t, x, d, r, settings), dev)
                   for t in spec.dtypes if t != first for x in directions]
-        if spec.forward_lse is not None:
-            cases.append(Case(f"forward_lse-{dev}", kernel,
-                              lambda r, d=dev: check_primitives(kernel, d, r, settings, False), dev))
-        if spec.backward_lse is not None:
-            cases.append(Case(f"backward_lse-{dev}", kernel,
-                              lambda r, d=dev: check_primitives(kernel, d, r, settings, True), dev))
+        declared = [w for w in ("forward_lse", "backward_lse") if getattr(spec, w) is not None]
+        if len(declared) == 2:
+            declared.append("cp_merge")
+        cases += [Case(f"{w}-{dev}", kernel, lambda r, w=w, d=dev: check_primitives(kernel, d, r, settings, w), dev)
+                  for w in declared]
     return cases
 
 

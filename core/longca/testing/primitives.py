@@ -83,3 +83,95 @@ def compare_primitives(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: to
             elif math.isnan(err) or err > tolerance:
                 failures.append(f"{where}: {name} relative error {err:.3g} > {tolerance:g}")
     return failures
+
+
+def pieces(seqlen: int, n: int) -> list[tuple[int, int]]:
+    """`n` uneven consecutive ranges covering [0, seqlen) (sizes roughly 1 : 2 : 3 ...; odd cuts)."""
+    weights = np.arange(1, n + 1)
+    inner = [(int(c) | 1) for c in np.cumsum(weights)[:-1] * seqlen // weights.sum()]
+    cuts = sorted({0, seqlen, *(c for c in inner if 0 < c < seqlen)})
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def _errors(got, want) -> dict[str, float]:
+    return {name: rel_err(g, w) for name, g, w in zip(("dq", "dk", "dv"), got, want)}
+
+
+def compare_cp_pieces(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask,
+                      tolerance: float) -> list[str]:
+    """The primitives used the way every CP strategy uses them; failures, empty when all agree.
+
+    Queries and keys are cut into uneven pieces. For each query piece: `forward_lse` on every key
+    piece, the partial results merged through their lse (longca.cp.merge), then `backward_lse` on
+    every key piece with the *merged* out and lse; the summed gradients must equal the reference's
+    on the whole mask. A backward_lse that recomputes its own forward instead of using the out and
+    lse it is given normalises over one key piece only: that is named as such.
+    """
+    from ..cp.merge import merge_
+
+    failures: list[str] = []
+    seqlen, batch, heads = mask.seqlen, q.shape[0], q.shape[2]
+    gen = torch.Generator(device="cpu").manual_seed(11)
+    dout = torch.randn(q.shape[:3] + (v.shape[-1],), generator=gen).to(device=q.device, dtype=q.dtype)
+    ref_out, ref_lse = reference.forward_lse(q.float(), k.float(), v.float(), mask.slices)
+    want = reference.backward_lse(dout.float(), q.float(), k.float(), v.float(), ref_out, ref_lse, mask.slices)
+    got = [torch.zeros(x.shape, dtype=torch.float32, device=x.device) for x in (q, k, v)]
+    own_grads_match = 0
+    q_pieces, k_pieces = pieces(seqlen, 2), pieces(seqlen, 3)
+    where = f"mask {mask.name}, queries cut at {[a for a, _ in q_pieces[1:]]}, keys at {[a for a, _ in k_pieces[1:]]}"
+    for qa, qb in q_pieces:
+        qs, dos = q[:, qa:qb].contiguous(), dout[:, qa:qb].contiguous()
+        out_acc = torch.zeros(batch, qb - qa, heads, v.shape[-1], dtype=torch.float32, device=q.device)
+        lse_acc = torch.full((batch, heads, qb - qa), -math.inf, dtype=torch.float32, device=q.device)
+        calls = []
+        for ka, kb in k_pieces:
+            slices = np.ascontiguousarray(mask.crop((qa, qb), (ka, kb)))
+            if not len(slices):
+                continue
+            ks, vs = k[:, ka:kb].contiguous(), v[:, ka:kb].contiguous()
+            try:
+                out, lse = spec.forward_lse(qs, ks, vs, slices, None)
+            except Exception as exc:  # noqa: BLE001
+                return [f"{where}: forward_lse raised {type(exc).__name__}: {exc} on rows {qa}:{qb} keys {ka}:{kb}"]
+            merge_(out_acc, lse_acc, out, lse)
+            calls.append((ka, kb, ks, vs, slices, out, lse))
+        err = rel_err(out_acc, ref_out[:, qa:qb])
+        if math.isnan(err) or err > tolerance:
+            failures.append(f"{where}: rows {qa}:{qb}: the lse-merged output of forward_lse over the key pieces "
+                            f"has relative error {err:.3g} > {tolerance:g} (is lse the natural-log log-sum-exp "
+                            f"of the scaled scores, -inf on rows that see no key?)")
+            continue
+        merged_out = out_acc.to(q.dtype)
+        for ka, kb, ks, vs, slices, out, lse in calls:
+            try:
+                dq, dk, dv = spec.backward_lse(dos, qs, ks, vs, merged_out, lse_acc, slices, None)
+            except Exception as exc:  # noqa: BLE001
+                return failures + [f"{where}: backward_lse raised {type(exc).__name__}: {exc}"]
+            if len(calls) > 1:  # does it match the gradients of this piece alone (its own out and lse)?
+                own = reference.backward_lse(dos.float(), qs.float(), ks.float(), vs.float(),
+                                             *reference.forward_lse(qs.float(), ks.float(), vs.float(), slices),
+                                             slices)
+                exact = reference.backward_lse(dos.float(), qs.float(), ks.float(), vs.float(), merged_out.float(),
+                                               lse_acc, slices)
+                mine, theirs = _errors((dq, dk, dv), own), _errors((dq, dk, dv), exact)
+                if max(mine.values()) < tolerance < max(theirs.values()):
+                    own_grads_match += 1
+            got[0][:, qa:qb] += dq.float()
+            got[1][:, ka:kb] += dk.float()
+            got[2][:, ka:kb] += dv.float()
+    if failures:
+        return failures
+    errors = _errors(got, want)
+    worst = max(errors.values(), key=lambda e: math.inf if math.isnan(e) else e)
+    if math.isnan(worst) or worst > tolerance:
+        detail = ", ".join(f"{n} {e:.3g}" for n, e in errors.items())
+        if own_grads_match:
+            failures.append(f"{where}: backward_lse ignores the merged out and lse it is given: its gradients "
+                            f"on {own_grads_match} key pieces are those of that piece's own forward, so the summed "
+                            f"gradients are off ({detail}). It must compute the probabilities as "
+                            f"exp(scale * q k^T - lse) with the lse passed in, and delta = rowsum(dout * out) with "
+                            f"the out passed in (see longca.reference.backward_lse)")
+        else:
+            failures.append(f"{where}: gradients summed over the key pieces, each from backward_lse with the "
+                            f"merged out and lse, differ from the reference: {detail} (tolerance {tolerance:g})")
+    return failures

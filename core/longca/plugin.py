@@ -1,0 +1,56 @@
+"""The public face for plugin authors: everything a plugin and its tests import, from one module.
+
+    from longca import plugin
+
+    @plugin.hookimpl
+    def longca_kernels():
+        return [plugin.KernelSpec(name="mykernel", ..., masks=(plugin.ANY_STATIC,))]
+
+    test_conformance = plugin.conformance_tests("mykernel")       # in the plugin's tests
+
+Names here are the stable API (docs/writing-a-plugin.md uses nothing else). Importing this
+module is light: the conformance kit, autograd helper and CP pieces load on first use.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import LongcaError, UnknownNameError, UnsupportedError
+from .hookspecs import hookimpl
+from .masks.mask import BlockSparseLayout, Mask, MaskContext
+from .masks.slices import BI_CAUSAL, CAUSAL, FULL, INV_CAUSAL, TYPE_NAMES
+from .masks.slices import as_array as slices_array
+from .masks.slices import band_to_slices
+from .specs import (ANY_BLOCK_SPARSE, ANY_STATIC, BackwardFn, CPStrategySpec, ForwardFn, KernelSpec, MaskSpec,
+                    SamplerSpec)
+
+# name -> (module, attribute): loaded on first use (they import torch or the whole testing kit)
+_LAZY = {
+    "lse_attention": ("longca.autograd", "lse_attention"),
+    "InnerKernel": ("longca.cp.inner", "InnerKernel"),
+    "Problem": ("longca.problem", "Problem"),
+    "build_mask": ("longca.testing.builders", "build_mask"),
+    "conformance_tests": ("longca.testing", "conformance_tests"),
+    "run_conformance": ("longca.testing", "run_conformance"),
+    "check_kernel": ("longca.testing", "check_kernel"),
+    "ConformanceSkip": ("longca.testing.conformance", "ConformanceSkip"),
+    "Settings": ("longca.testing.conformance", "Settings"),
+}
+
+__all__ = [
+    "hookimpl", "KernelSpec", "MaskSpec", "SamplerSpec", "CPStrategySpec", "ForwardFn", "BackwardFn",
+    "ANY_STATIC", "ANY_BLOCK_SPARSE", "Mask", "MaskContext", "BlockSparseLayout",
+    "FULL", "CAUSAL", "INV_CAUSAL", "BI_CAUSAL", "TYPE_NAMES", "slices_array", "band_to_slices",
+    "LongcaError", "UnknownNameError", "UnsupportedError", *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from importlib import import_module
+
+        module, attr = _LAZY[name]
+        value = getattr(import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'longca.plugin' has no attribute {name!r}")
