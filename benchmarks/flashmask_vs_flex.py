@@ -1,6 +1,6 @@
 """flashmask against FlexAttention, side by side in one run, on the heterogeneous masks.
 
-Both kernels are measured through `longca.bench.run_problem` on the same problems (same mask
+Both kernels are measured through `longca.measure.run_problem` on the same problems (same mask
 draw, same inputs, same timing: CUDA events, L2 flushed, median). `flex` is the `flex` plugin
 when it is installed; otherwise (or with `--flex builtin`) this script registers its own
 compiled FlexAttention, whose BlockMask comes from `create_block_mask` over a mask_mod built
@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 import torch
 
-from longca.bench import RunOptions, run_problem
+from longca.measure import RunOptions, run_problem
 from longca.masks.catalog import STATIC_MASKS
 from longca.plugins import PluginInfo, Registry, get_registry
 from longca.problem import Problem, build_mask, make_inputs
@@ -151,7 +151,7 @@ def measure(registry: Registry, base: Problem, masks: list[str], seqlens: list[i
                 for direction in ("fwd", "bwd"):
                     problem = base.with_(kernel=kernel, mask=mask, seqlen=seqlen, direction=direction)
                     start = time.perf_counter()
-                    row = run_problem(problem, options, registry)
+                    row = run_problem(problem, options, registry).as_dict()
                     row["wall_s"] = round(time.perf_counter() - start, 2)
                     rows.append(row)
                     f.write(json.dumps(row, default=str) + "\n")

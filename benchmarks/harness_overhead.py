@@ -1,7 +1,9 @@
 """The harness's own overhead: `longca`'s timing of a kernel against a bare call of the same function.
 
-On a GPU the bare side is `triton.testing.do_bench` (median, its own L2 flush); on a CPU it is a
-plain perf_counter loop. Not a timed test: prints a table.
+The harness side is `longca.measure.run_problem` (the path every case takes); its timing loop is
+`longca.measure.time_step`. On a GPU the bare side is `triton.testing.do_bench` (median, its own
+L2 flush); on a CPU it is a plain perf_counter loop around the same call. Not a timed test: prints
+a table.
 
     python benchmarks/harness_overhead.py --kernel sdpa --mask causal --seqlen 16k --heads 64:8 --device cuda
 """
@@ -13,7 +15,7 @@ import time
 
 import torch
 
-from longca.bench import RunOptions, run_problem
+from longca.measure import RunOptions, run_problem
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.sizes import parse_heads, parse_size

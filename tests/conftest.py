@@ -31,5 +31,6 @@ def record_rows():
         path = os.environ.get("LONGCA_GPU_TEST_OUT")
         if path:
             with open(path, "a") as fh:
-                fh.writelines(json.dumps(row, default=str) + "\n" for row in rows)
+                fh.writelines((row.to_json() if hasattr(row, "to_json") else json.dumps(row, default=str)) + "\n"
+                              for row in rows)
     return record

@@ -1,5 +1,5 @@
 """Kernels and strategies that claim `any:static` run masks that third-party plugins register."""
-from longca.bench import RunOptions, run_problem
+from longca.measure import RunOptions, run_problem
 from longca.masks import slices as sl
 from longca.masks.mask import Mask
 from longca.plugins import PluginInfo, load_registry

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 from longca import reference
-from longca.bench import RunOptions, rel_err, run_problem
+from longca.measure import RunOptions, rel_err, run_problem
 from longca.problem import Problem, build_mask
 from longca.testing.conformance import run_conformance
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from longca.bench import RunOptions, run_problem
+from longca.measure import RunOptions, run_problem
 from longca.problem import Problem
 from longca.results import is_unavailable
 

@@ -11,10 +11,10 @@ import multiprocessing as mp
 from dataclasses import asdict
 from typing import Any, Optional
 
-from .bench import RunOptions, run_problem
+from .measure import RunOptions, run_problem
 from .errors import LongcaError
 from .problem import Problem
-from .results import new_row
+from .results import ResultRow, new_row
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ def _serve(conn) -> None:
             return
         fields, options = message
         try:
-            conn.send(("row", run_problem(Problem(**fields), RunOptions(**options))))
+            conn.send(("row", run_problem(Problem(**fields), RunOptions(**options)).model_dump()))
         except LongcaError as exc:
             conn.send(("input", str(exc)))
 
@@ -49,7 +49,7 @@ class IsolatedRunner:
         self._process.start()
         child.close()
 
-    def run(self, problem: Problem, options: RunOptions) -> dict[str, Any]:
+    def run(self, problem: Problem, options: RunOptions) -> ResultRow:
         if self._process is None or not self._process.is_alive():
             self._start()
         self._conn.send((asdict(problem), asdict(options)))
@@ -59,14 +59,13 @@ class IsolatedRunner:
             self._process.join(timeout=10)
             code = self._process.exitcode
             self._process = None
-            row = new_row(problem)
-            row.update(status="error", reason=f"the case killed its process (exit code {code}); "
-                                              f"a fresh process runs the next case")
-            log.warning("case %s killed its worker (exit code %s)", row["case_id"], code)
+            row = new_row(problem, status="error", reason=f"the case killed its process (exit code {code}); "
+                                                          f"a fresh process runs the next case")
+            log.warning("case %s killed its worker (exit code %s)", row.case_id, code)
             return row
         if kind == "input":
             raise LongcaError(payload)
-        return payload
+        return ResultRow.model_validate(payload)
 
     def close(self) -> None:
         if self._process is not None and self._process.is_alive():

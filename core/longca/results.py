@@ -1,36 +1,122 @@
-"""Result rows (one JSON object per line in results.jsonl) and the run.json environment record."""
+"""The result row (one JSON object per line in results.jsonl): its typed schema, writer and reader.
+
+`ResultRow` is the one schema: the measurement fills it, `ResultsWriter` appends it, `read_results`
+loads it back (rows of older schema versions get defaults for the fields they lack) and the report
+reads it. Rows can be read by field name (`row["status"]`, `row.get("tflops")`) as well as by
+attribute, so code that treats rows as mappings keeps working.
+"""
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
-import platform
-import socket
-import subprocess
-import sys
-from datetime import datetime, timezone
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Literal, Optional, Union
 
-from . import __version__
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from .problem import Problem
 
-SCHEMA_VERSION = 1
-STATUSES = ("ok", "unsupported", "oom", "error", "incorrect")
-FIELDS = (
-    "schema_version", "kernel", "strategy", "world_size", "mask", "mask_params", "sampler", "seed",
-    "batch", "seqlen", "heads_q", "heads_kv", "head_dim", "dtype", "direction", "device", "status",
-    "reason", "area", "flops", "ms_median", "ms_p20", "ms_p80", "tflops", "peak_mem_bytes",
-    "prepare_ms", "rel_err",
-)
-EXTRA_FIELDS = ("backend", "samples", "rel_err_detail", "ms_max_rank", "strategy_options", "case_id",
-                "matmul_peak_tflops")
-
-
+SCHEMA_VERSION = 2  # 2: checked, sampler_params, iter_times_ms, phase, failed_rank, balance; status timeout
+STATUSES = ("ok", "unsupported", "oom", "error", "incorrect", "timeout")
+Status = Literal["ok", "unsupported", "oom", "error", "incorrect", "timeout"]
+Checked = Literal["full", "spot", "no"]
 UNAVAILABLE = "unavailable: "  # reason prefix of rows whose kernel could not run at all in that process
 
 
-def is_unavailable(row: dict[str, Any]) -> bool:
+class ResultRow(BaseModel):
+    """One measured (or refused) case. Field meanings: docs/results-schema.md."""
+
+    # unknown fields are kept (a row written by a newer longca survives a round trip)
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = SCHEMA_VERSION
+    # the problem
+    kernel: str
+    strategy: Optional[str] = None
+    world_size: int = 1
+    mask: str
+    mask_params: dict[str, Any] = {}
+    sampler: str = "auto"
+    sampler_params: dict[str, Any] = {}
+    seed: int = 0
+    batch: int = 1
+    seqlen: int
+    heads_q: int
+    heads_kv: int
+    head_dim: int
+    dtype: str
+    direction: str
+    device: str = "cpu"
+    strategy_options: Optional[dict[str, Any]] = None
+    case_id: Optional[str] = None
+    # the outcome
+    status: Status
+    reason: Optional[str] = None
+    phase: Optional[str] = None  # the phase a failed or timed-out case was in (prepare, timing, check, ...)
+    failed_rank: Optional[int] = None  # CP rows: the first rank that failed
+    checked: Checked = "no"  # full: compared with the reference; spot: part of it; no: not compared
+    # the measurement
+    area: Optional[float] = None
+    flops: Optional[float] = None
+    ms_median: Optional[float] = None
+    ms_p20: Optional[float] = None
+    ms_p80: Optional[float] = None
+    iter_times_ms: Optional[list[float]] = None
+    tflops: Optional[float] = None
+    peak_mem_bytes: Optional[int] = None
+    prepare_ms: Optional[float] = None
+    rel_err: Optional[float] = None
+    rel_err_detail: Optional[dict[str, Optional[float]]] = None
+    backend: Optional[str] = None
+    samples: Optional[int] = None
+    ms_max_rank: Optional[float] = None
+    balance: Optional[dict[str, Any]] = None
+    matmul_peak_tflops: Optional[float] = None
+
+    # read access by field name, for code that treats rows as mappings
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return getattr(self, name)
+        except AttributeError:
+            raise KeyError(name) from None
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return getattr(self, name, default)
+
+    def keys(self) -> list[str]:
+        return list(self.model_dump())
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.model_dump()
+
+    def to_json(self) -> str:
+        """One line of results.jsonl (NaN and infinity written as null)."""
+        return json.dumps(_finite(self.model_dump()), default=_default, allow_nan=False)
+
+
+FIELDS = tuple(name for name in ResultRow.model_fields)  # every column, in schema order
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _default(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
+
+
+def is_unavailable(row: Union[ResultRow, dict[str, Any]]) -> bool:
     return row.get("status") == "unsupported" and str(row.get("reason") or "").startswith(UNAVAILABLE)
 
 
@@ -38,18 +124,67 @@ def case_id(problem: Problem) -> str:
     return hashlib.sha1(problem.key().encode()).hexdigest()[:16]
 
 
-def new_row(problem: Problem) -> dict[str, Any]:
-    """A row with the problem's fields filled and every measurement empty."""
-    row: dict[str, Any] = {name: None for name in FIELDS + EXTRA_FIELDS}
-    row.update(
-        schema_version=SCHEMA_VERSION, kernel=problem.kernel, strategy=problem.strategy,
-        world_size=problem.world_size, mask=problem.mask, mask_params=dict(problem.mask_params),
-        sampler=problem.sampler, seed=problem.seed, batch=problem.batch, seqlen=problem.seqlen,
-        heads_q=problem.heads_q, heads_kv=problem.heads_kv, head_dim=problem.head_dim,
-        dtype=problem.dtype, direction=problem.direction, device=problem.device, case_id=case_id(problem),
-        strategy_options=dict(problem.strategy_options) if problem.strategy else None,
-    )
-    return row
+def new_row(problem: Problem, **outcome: Any) -> ResultRow:
+    """A row with the problem's fields filled; `outcome` sets status (default error) and the rest."""
+    outcome.setdefault("status", "error")
+    outcome.setdefault("strategy_options", dict(problem.strategy_options) if problem.strategy else None)
+    return ResultRow(
+        kernel=problem.kernel, strategy=problem.strategy, world_size=problem.world_size, mask=problem.mask,
+        mask_params=dict(problem.mask_params), sampler=problem.sampler, sampler_params=dict(problem.sampler_params),
+        seed=problem.seed, batch=problem.batch, seqlen=problem.seqlen, heads_q=problem.heads_q,
+        heads_kv=problem.heads_kv, head_dim=problem.head_dim, dtype=problem.dtype, direction=problem.direction,
+        device=problem.device, case_id=case_id(problem), **outcome)
+
+
+def as_row(data: Union[ResultRow, dict[str, Any]]) -> ResultRow:
+    return data if isinstance(data, ResultRow) else ResultRow.model_validate(data)
+
+
+@dataclass
+class ReadResult:
+    """The rows of a results.jsonl and every line that could not be read: (line number, why)."""
+
+    rows: list[ResultRow] = field(default_factory=list)
+    bad_lines: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _why(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(x) for x in first["loc"])
+    return f"not a result row: field '{where}': {first['msg']}" if where else f"not a result row: {first['msg']}"
+
+
+def parse_lines(data: bytes) -> ReadResult:
+    """Rows of results.jsonl content; lines that are not UTF-8, not JSON, not objects or not rows are listed."""
+    out = ReadResult()
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            out.bad_lines.append((number, "not UTF-8 text"))
+            continue
+        except json.JSONDecodeError as exc:
+            out.bad_lines.append((number, f"not JSON ({exc.msg} at column {exc.colno})"))
+            continue
+        if not isinstance(value, dict):
+            out.bad_lines.append((number, f"a JSON {type(value).__name__}, not an object"))
+            continue
+        try:
+            out.rows.append(ResultRow.model_validate(value))
+        except ValidationError as exc:
+            out.bad_lines.append((number, _why(exc)))
+    return out
+
+
+def read_results(path: Union[Path, str]) -> ReadResult:
+    return parse_lines(Path(path).read_bytes())
+
+
+def read_rows(path: Union[Path, str]) -> list[ResultRow]:
+    """The readable rows of a results.jsonl (see `read_results` for the lines that are not)."""
+    return read_results(path).rows
 
 
 class ResultsWriter:
@@ -64,84 +199,16 @@ class ResultsWriter:
         (its library may be installed since; the new row is appended and wins in reports)."""
         if not self.path.exists():
             return set()
-        return {row.get("case_id") for row in read_rows(self.path) if not is_unavailable(row)}
+        return {row.case_id for row in read_rows(self.path) if row.case_id and not is_unavailable(row)}
 
-    def append(self, row: dict[str, Any]) -> None:
+    def append(self, row: Union[ResultRow, dict[str, Any]]) -> None:
+        """One whole line, flushed and fsynced."""
+        line = as_row(row).to_json() + "\n"
         with self.path.open("a") as f:
-            f.write(json.dumps(row, default=_default) + "\n")
+            f.write(line)
             f.flush()
             os.fsync(f.fileno())
 
 
-def _default(value: Any) -> Any:
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    return str(value)
-
-
-def read_rows(path: Path | str) -> list[dict[str, Any]]:
-    """Rows of a results.jsonl; a torn last line (an interrupted write) is skipped."""
-    rows = []
-    for line in Path(path).read_text().splitlines():
-        line = line.strip()
-        if line:
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return rows
-
-
-def _git_commit() -> Optional[str]:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def environment(registry=None) -> dict[str, Any]:
-    """GPU, driver, CUDA, torch, every plugin's distribution and version, git commit."""
-    import torch
-
-    from .plugins import env_info, get_registry
-
-    registry = registry or get_registry()
-    env: dict[str, Any] = {
-        "longca": __version__, "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "host": socket.gethostname(), "platform": platform.platform(), "python": sys.version.split()[0],
-        "torch": torch.__version__, "cuda": torch.version.cuda, "git_commit": _git_commit(),
-        "argv": sys.argv,
-    }
-    if torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(0)
-        env.update(gpu=props.name, gpu_count=torch.cuda.device_count(),
-                   compute_capability=f"{props.major}.{props.minor}", gpu_memory_bytes=props.total_memory,
-                   cudnn=torch.backends.cudnn.version(), driver=_driver_version())
-    env["plugins"] = [{"name": p.name, "distribution": p.distribution, "version": p.version,
-                       "errors": p.errors} for p in registry.plugins]
-    env["plugin_env"] = env_info(registry)
-    return env
-
-
-def _driver_version() -> Optional[str]:
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
-        return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def write_run_json(directory: Path, extra: Optional[dict[str, Any]] = None, registry=None) -> dict[str, Any]:
-    env = environment(registry)
-    env.update(extra or {})
-    path = Path(directory) / "run.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(env, indent=2, default=_default) + "\n")
-    return env
-
-
-def ok_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in rows if r.get("status") == "ok"]
+def ok_rows(rows: Iterable[ResultRow]) -> list[ResultRow]:
+    return [r for r in rows if r.status == "ok"]

@@ -9,13 +9,14 @@ from typing import Any, Callable, Iterator, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .bench import RunOptions, check_device, run_problem
+from .measure import RunOptions, check_device, run_problem
 from .errors import LongcaError
 from .isolation import IsolatedRunner
 from .masks.catalog import BLOCK_SPARSE_MASKS, STATIC_MASKS
 from .plugins import Registry, get_registry
 from .problem import Problem, check_mask_params
-from .results import ResultsWriter, case_id, write_run_json
+from .results import ResultRow, ResultsWriter, case_id
+from .runinfo import record_run
 from .sizes import parse_heads, parse_size
 
 if sys.version_info >= (3, 11):
@@ -202,8 +203,8 @@ def measure_matmul_peak(device: str = "cuda", n: int = 8192, warm_seconds: float
 
 
 def run_sweep(spec: SweepSpec, output: Path, resume: bool = False,
-              on_case: Optional[Callable[[Problem, Optional[dict]], None]] = None,
-              registry: Optional[Registry] = None, max_seconds: Optional[float] = None) -> list[dict[str, Any]]:
+              on_case: Optional[Callable[[Problem, Optional[ResultRow]], None]] = None,
+              registry: Optional[Registry] = None, max_seconds: Optional[float] = None) -> list[ResultRow]:
     """Run every case of the grid, appending each row as it finishes; returns the new rows.
 
     `max_seconds`: start no case (or CP batch) after that many seconds; a case already running
@@ -220,14 +221,14 @@ def run_sweep(spec: SweepSpec, output: Path, resume: bool = False,
     extra: dict[str, Any] = {"spec": spec.model_dump()}
     if spec.measure_peak:
         extra["matmul_peak_tflops"] = measure_matmul_peak(spec.device)
-    write_run_json(output, extra, registry)
+    record_run(output, extra, registry)
     options = RunOptions(warmup=spec.warmup, repeat=spec.repeat, samples=spec.samples, check=spec.check)
     rows = []
     runner = IsolatedRunner() if spec.isolate else None
     pending: list[Problem] = []  # CP cases of one world size, measured together in one process group
 
-    def record(problem: Problem, row: dict[str, Any]) -> None:
-        row["matmul_peak_tflops"] = extra.get("matmul_peak_tflops")  # this run's peak: resumed folders mix runs
+    def record(problem: Problem, row: ResultRow) -> None:
+        row.matmul_peak_tflops = extra.get("matmul_peak_tflops")  # this run's peak: resumed folders mix runs
         writer.append(row)
         rows.append(row)
         if on_case:

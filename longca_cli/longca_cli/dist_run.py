@@ -20,14 +20,14 @@ COLUMNS = ["strategy", "kernel", "world_size", "mask", "seqlen", "direction", "s
            "tflops", "rel_err", "reason"]
 
 
-def _show(rows: list[dict[str, Any]], fmt: str) -> None:
+def _show(rows: list[Any], fmt: str) -> None:
     if fmt == "json":
         for row in rows:
             render.result_row(row, fmt)
         return
     shown = []
     for row in rows:
-        cells = dict(row)
+        cells = row.as_dict()
         for key in ("ms_median", "ms_max_rank", "tflops"):
             if cells.get(key) is not None:
                 cells[key] = f"{cells[key]:.4g}"
@@ -87,7 +87,7 @@ def dist_run(
     """Measure context-parallel strategies on one case: one row each, TFLOP/s per GPU from the mean rank time."""
     if fmt not in ("table", "json"):
         raise LongcaError(f"unknown format {fmt!r}; known: table, json")
-    from longca.bench import RunOptions, check_device
+    from longca.measure import RunOptions, check_device
     from longca.cp.cases import measure_cases
     from longca.cp.launch import default_backend, under_torchrun
     from longca.cp.measure import resolve

@@ -169,7 +169,7 @@ def run(
 ) -> None:
     """Measure one case given by flags."""
     _check_format(fmt)
-    from longca.bench import RunOptions, run_problem
+    from longca.measure import RunOptions, run_problem
     from longca.problem import Problem
     from longca.results import ResultsWriter
     from longca.sizes import parse_heads, parse_size
@@ -184,7 +184,7 @@ def run(
     if output:
         ResultsWriter(output / "results.jsonl").append(row)
     render.result_row(row, fmt)
-    if row["status"] not in ("ok", "unsupported"):
+    if row.status not in ("ok", "unsupported"):
         raise typer.Exit(1)
 
 
@@ -224,7 +224,7 @@ def sweep(
                                                                    max_seconds))
     counts: dict[str, int] = {}
     for row in rows:
-        counts[row["status"]] = counts.get(row["status"], 0) + 1
+        counts[row.status] = counts.get(row.status, 0) + 1
     typer.echo(f"{len(rows)} cases run into {out / 'results.jsonl'}: "
                + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())), err=True)
     if max_minutes is None:
@@ -274,6 +274,8 @@ def report(
         if not path.exists():
             raise LongcaError(f"no results at {path}")
     written = write_report(paths, output or paths[0].parent, plots=plots, memory=memory)
+    for line in written["unreadable"]:
+        typer.echo(f"warning: {line}; left out of the report", err=True)
     typer.echo(written["markdown"])
     typer.echo("wrote " + ", ".join(str(p) for p in written["files"]), err=True)
 

@@ -37,11 +37,12 @@ def listing(rows: list[dict[str, Any]], fmt: str, columns: list[str]) -> None:
 ROW_SUMMARY = ["kernel", "mask", "seqlen", "direction", "status", "ms_median", "tflops", "rel_err", "reason"]
 
 
-def result_row(row: dict[str, Any], fmt: str) -> None:
+def result_row(row: Any, fmt: str) -> None:
+    """One result row (a `longca.results.ResultRow`): its JSON line, or a one-row table."""
     if fmt == "json":
-        typer.echo(json.dumps(row, default=str))
+        typer.echo(row.to_json())
         return
-    shown = dict(row)
+    shown = row.as_dict()
     for key in ("ms_median", "tflops"):
         if shown.get(key) is not None:
             shown[key] = f"{shown[key]:.4g}"

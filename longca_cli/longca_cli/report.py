@@ -6,18 +6,17 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from longca.results import FIELDS, is_unavailable, read_rows
+from longca.results import FIELDS, is_unavailable, read_results
+from longca.runinfo import read_runs
 from longca.sizes import format_size
 
 STATUS_SHORT = {"unsupported": "unsup", "oom": "oom", "error": "err", "incorrect": "wrong"}
 
 
 def _run_peak(path: Path) -> Optional[float]:
-    """The bf16 matmul peak measured by the run that wrote `path` (its run.json), if any."""
-    run_json = path.parent / "run.json"
-    if run_json.exists():
-        return json.loads(run_json.read_text()).get("matmul_peak_tflops") or None
-    return None
+    """The bf16 matmul peak measured by the last run recorded beside `path` (runs.jsonl, run.json), if any."""
+    peaks = [run.get("matmul_peak_tflops") for run in read_runs(path.parent)]
+    return next((p for p in reversed(peaks) if isinstance(p, (int, float)) and p > 0), None)
 
 
 def _mask_label(row: dict[str, Any]) -> str:
@@ -182,7 +181,7 @@ def efficiency_markdown(pairs: list[dict[str, Any]]) -> str:
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
-    columns = list(FIELDS) + ["backend", "samples"]
+    columns = [f for f in FIELDS if f != "iter_times_ms"]
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, columns, extrasaction="ignore")
         writer.writeheader()
@@ -237,16 +236,19 @@ def plot(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
 
 def write_report(results: list[Path], directory: Path, plots: bool = True, memory: bool = False) -> dict[str, Any]:
     """Report over one or more results.jsonl; a case measured twice keeps its last row.
-    `memory` adds the peak-memory tables."""
+    `memory` adds the peak-memory tables; `unreadable` in the answer names every line that is not a row."""
     by_case: dict[Any, dict[str, Any]] = {}
     peaks: dict[str, float] = {}
+    unreadable: list[str] = []
     for path in results:
         peak = _run_peak(path)
         if peak:
             peaks[path.parent.name or str(path)] = peak
-        for row in read_rows(path):
+        read = read_results(path)
+        unreadable += [f"{path} line {n}: {why}" for n, why in read.bad_lines]
+        for row in read.rows:
             # the row's own run's peak (sweeps write it); older rows take their folder's run.json
-            by_case[row.get("case_id") or id(row)] = {**row, "matmul_peak_tflops": row.get("matmul_peak_tflops") or peak}
+            by_case[row.case_id or id(row)] = {**row.as_dict(), "matmul_peak_tflops": row.matmul_peak_tflops or peak}
     rows = list(by_case.values())
     directory.mkdir(parents=True, exist_ok=True)
     text = markdown(rows, peaks)
@@ -261,4 +263,4 @@ def write_report(results: list[Path], directory: Path, plots: bool = True, memor
     files = [directory / "report.md", directory / "report.csv"]
     if plots and rows:
         files += plot(rows, directory)
-    return {"markdown": text, "files": files}
+    return {"markdown": text, "files": files, "unreadable": unreadable}

@@ -10,22 +10,19 @@ import tempfile
 from dataclasses import asdict
 from typing import Any
 
-from ..bench import RunOptions, is_oom
+from ..measure import RunOptions, failure_status
 from ..errors import LongcaError
 from ..problem import Problem
-from ..results import new_row
+from ..results import ResultRow, as_row, new_row
 from .launch import init_group, spawn, under_torchrun
 from .measure import measure_in_group, unsupported
 
 
-def failed_row(problem: Problem, exc: BaseException) -> dict[str, Any]:
+def failed_row(problem: Problem, exc: BaseException) -> ResultRow:
     """The row of a case whose group died: the last unindented line of the error (a rank's traceback)."""
     text = str(exc).strip().splitlines()
     lines = [line for line in text if line.strip() and not line.startswith(" ")]
-    row = new_row(problem)
-    row.update(status="oom" if is_oom(exc) else "error",
-               reason=(lines[-1] if lines else type(exc).__name__)[:500])
-    return row
+    return new_row(problem, status=failure_status(exc), reason=(lines[-1] if lines else type(exc).__name__)[:500])
 
 
 def _measure_here(cases: list, run: RunOptions, backend: str, device: str, timeout_s: float) -> list[dict]:
@@ -43,7 +40,7 @@ def _measure_here(cases: list, run: RunOptions, backend: str, device: str, timeo
             dist.destroy_process_group()
 
 
-def measure_cases(problems: list[Problem], run: RunOptions, backend: str, timeout_s: float) -> list[dict]:
+def measure_cases(problems: list[Problem], run: RunOptions, backend: str, timeout_s: float) -> list[ResultRow]:
     """One row per problem, in order (rank 0; other torchrun ranks get rows of their own copies).
 
     All problems share one world size and device. Supported ones run in one process group: this
@@ -54,12 +51,12 @@ def measure_cases(problems: list[Problem], run: RunOptions, backend: str, timeou
     world, device = problems[0].world_size, problems[0].device
     if any(p.world_size != world or p.device != device for p in problems):
         raise LongcaError("measure_cases: every problem must have the same world size and device")
-    rows: dict[int, dict[str, Any]] = {}
+    rows: dict[int, ResultRow] = {}
     todo: list[int] = []
     for i, problem in enumerate(problems):
         reason = unsupported(problem, problem.strategy_options)
         if reason:
-            rows[i] = {**new_row(problem), "status": "unsupported", "reason": reason}
+            rows[i] = new_row(problem, status="unsupported", reason=reason)
         else:
             todo.append(i)
     cases = [(asdict(problems[i]), problems[i].strategy_options) for i in todo]
@@ -69,7 +66,7 @@ def measure_cases(problems: list[Problem], run: RunOptions, backend: str, timeou
                 measured = _measure_here(cases, run, backend, device, timeout_s)
             else:
                 measured = spawn(measure_in_group, world, backend, device, (cases, asdict(run)), timeout_s)[0]
-            rows.update(zip(todo, measured))
+            rows.update(zip(todo, map(as_row, measured)))
         except LongcaError:
             raise
         except Exception as exc:  # noqa: BLE001 - a rank died: the rows say why

@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 
 from .. import reference
-from ..bench import rel_err
+from ..measure import rel_err
 from ..plugins import Registry, get_registry
 from ..problem import Problem, build_mask, make_inputs
 from .inner import inner_kernel

@@ -24,7 +24,7 @@ class InnerKernel:
 
 def inner_unsupported(problem: Problem, registry: Optional[Registry] = None) -> Optional[str]:
     """Why `problem.kernel` cannot be the inner kernel of a strategy for this problem, or None."""
-    from ..bench import unsupported_reason
+    from ..measure import unsupported_reason
 
     spec = (registry or get_registry()).kernel(problem.kernel)
     if spec.forward_lse is None or spec.backward_lse is None:

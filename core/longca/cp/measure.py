@@ -16,13 +16,14 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..bench import TOLERANCE, RunOptions, fill_summary, is_oom, failure_reason, finish
 from ..errors import LongcaError
 from ..flops import attention_flops
+from ..measure import (TOLERANCE, RunOptions, Sample, check_grads, check_tensor, current_phase, fail, finish,
+                       mask_of, n_samples, phase, summarize_samples, time_step)
 from ..plugins import Registry, get_registry
-from ..problem import Problem, build_mask, check_mask_params, make_inputs
-from ..results import new_row
-from ..timing import host_ms, summarize, time_ms
+from ..problem import Problem, check_mask_params, make_inputs
+from ..results import ResultRow, new_row
+from ..timing import host_ms
 from .check import compare, global_dout
 from .inner import inner_kernel, inner_unsupported
 
@@ -51,55 +52,58 @@ def unsupported(problem: Problem, options: dict[str, Any], registry: Optional[Re
 
 
 def _sample(spec, problem: Problem, options: dict, inner, sample: int, run: RunOptions, check: bool,
-            group, device: torch.device, registry: Registry) -> dict[str, Any]:
+            group, device: torch.device, registry: Registry) -> Sample:
     needs_grad = problem.direction != "fwd"
-    mask = build_mask(problem, sample, registry)
+    mask = mask_of(problem, sample, registry)
+    phase("inputs")
     q, k, v = make_inputs(problem, sample)
+    phase("prepare")
     prepare_ms, plan = host_ms(lambda: spec.prepare(problem, mask, inner, group, options), device)
     ql, kl, vl = (spec.dispatch(t, plan).detach().requires_grad_(needs_grad) for t in (q, k, v))
     dout_g = global_dout(problem, sample) if needs_grad else None
     dout = spec.dispatch(dout_g, plan) if needs_grad else None
+    phase("first call")
     if problem.direction == "fwd":
         def step():
             with torch.no_grad():
                 return spec.attention(ql, kl, vl, plan)
-    elif problem.direction == "bwd":
-        out = spec.attention(ql, kl, vl, plan)
-
-        def step():
-            return torch.autograd.grad(out, (ql, kl, vl), dout, retain_graph=True)
+        check_tensor("this rank's output", step(), ql)
     else:
-        def step():
-            return torch.autograd.grad(spec.attention(ql, kl, vl, plan), (ql, kl, vl), dout)
-    peak = None
-    if device.type == "cuda":
-        step()
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        step()
-        torch.cuda.synchronize(device)
-        peak = torch.cuda.max_memory_allocated(device)
-    dist.barrier(group)
-    times = time_ms(step, device, run.warmup, run.repeat, run.flush_l2)
-    mine = [*summarize(times), peak, prepare_ms]
+        out = spec.attention(ql, kl, vl, plan)
+        check_tensor("this rank's output", out, ql)
+        phase("backward")
+        check_grads(torch.autograd.grad(out, (ql, kl, vl), dout, retain_graph=True), (ql, kl, vl))
+        if problem.direction == "bwd":
+            def step():
+                return torch.autograd.grad(out, (ql, kl, vl), dout, retain_graph=True)
+        else:
+            def step():
+                return torch.autograd.grad(spec.attention(ql, kl, vl, plan), (ql, kl, vl), dout)
+    timed = time_step(step, device, run, before_timing=lambda: dist.barrier(group))
+    phase("gather")
     ranks: list = [None] * dist.get_world_size(group)
-    dist.all_gather_object(ranks, mine, group=group)
-    medians = [r[0] for r in ranks]
+    dist.all_gather_object(ranks, [timed.times, timed.peak, prepare_ms], group=group)
+    medians = [float(np.median(r[0])) for r in ranks]
     mean = float(np.mean(medians))
+    # as in the paper: the mean over ranks; percentiles and iterations likewise averaged over ranks
+    p20 = float(np.mean([np.percentile(r[0], 20) for r in ranks]))
+    p80 = float(np.mean([np.percentile(r[0], 80) for r in ranks]))
+    iterations = [float(t) for t in np.mean([r[0] for r in ranks], axis=0)]
+    peaks = [r[1] for r in ranks if r[1] is not None]
     flops = attention_flops(mask.area, problem.heads_q, problem.head_dim, problem.batch, problem.direction)
     world = dist.get_world_size(group)
-    peaks = [r[3] for r in ranks if r[3] is not None]
-    result = {"ms": (mean, float(np.mean([r[1] for r in ranks])), float(np.mean([r[2] for r in ranks]))),
-              "ms_max_rank": float(max(medians)), "area": mask.area, "flops": flops,
-              "peak": max(peaks) if peaks else None, "prepare_ms": float(np.max([r[4] for r in ranks])),
-              "tflops": flops / world / (mean * 1e-3) / 1e12 if mean > 0 else None}
+    errors = None
     if check:
-        result["errors"] = compare(spec, plan, problem, mask, q, k, v, dout_g)
-    return result
+        phase("check")
+        errors = compare(spec, plan, problem, mask, q, k, v, dout_g)
+    # TFLOP/s per GPU: the problem's FLOPs over the world size
+    return Sample((mean, p20, p80), iterations, mask.area, flops / world, max(peaks) if peaks else None,
+                  float(max(r[2] for r in ranks)), errors, ms_max_rank=float(max(medians)),
+                  extra={"flops_total": flops})
 
 
 def measure(problem: Problem, options: dict[str, Any], run: Optional[RunOptions] = None, group=None,
-            registry: Optional[Registry] = None) -> Optional[dict[str, Any]]:
+            registry: Optional[Registry] = None) -> Optional[ResultRow]:
     """Measure one CP case on every rank of `group` (collective); the result row on rank 0, else None.
 
     `options` must be resolved (`resolve`) and the case supported (`unsupported`): both are
@@ -110,28 +114,25 @@ def measure(problem: Problem, options: dict[str, Any], run: Optional[RunOptions]
     group = group or dist.group.WORLD
     spec = registry.strategy(problem.strategy)
     device = torch.device(problem.device)
-    row = new_row(problem)
-    row["strategy_options"] = dict(options)
+    row = new_row(problem, strategy_options=dict(options))
     inner = inner_kernel(problem, registry)
-    row["backend"] = inner.backend
-    n_samples = max(1, run.samples) if registry.mask(problem.mask).uses_documents else 1
-    results = []
+    row.backend = inner.backend
+    samples = []
     try:
-        for sample in range(n_samples):
-            results.append(_sample(spec, problem, options, inner, sample, run, run.check and sample == 0, group,
+        for sample in range(n_samples(problem, run, registry)):
+            samples.append(_sample(spec, problem, options, inner, sample, run, run.check and sample == 0, group,
                                    device, registry))
     except LongcaError:
         raise
-    except Exception as exc:  # noqa: BLE001 - recorded in the row
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - recorded in the row
         log.debug("CP case failed", exc_info=True)
-        row.update(status="oom" if is_oom(exc) else "error",
-                   reason=failure_reason(exc))
+        fail(row, exc, current_phase())
         return row if dist.get_rank(group) == 0 else None
     if dist.get_rank(group) != 0:
         return None
-    fill_summary(row, results)
-    row["ms_max_rank"] = float(np.median([r["ms_max_rank"] for r in results]))
-    return finish(row, results[0].get("errors"), run.tolerance or TOLERANCE[problem.dtype])
+    summarize_samples(row, samples)
+    row.flops = float(np.mean([s.extra["flops_total"] for s in samples]))  # the whole problem's
+    return finish(row, samples[0].errors, run.tolerance or TOLERANCE[problem.dtype])
 
 
 def measure_in_group(device: str, cases: list[tuple[dict[str, Any], dict[str, Any]]],
@@ -145,6 +146,6 @@ def measure_in_group(device: str, cases: list[tuple[dict[str, Any], dict[str, An
     for fields, options in cases:
         row = measure(Problem(**{**fields, "device": device}), options, RunOptions(**run_fields))
         if row is not None:
-            row["device"] = fields["device"]
-            rows.append(row)
+            row.device = fields["device"]
+            rows.append(row.model_dump())
     return rows

@@ -35,7 +35,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..bench import TOLERANCE, RunOptions, run_problem
+from ..measure import TOLERANCE, RunOptions, run_problem
 from ..errors import LongcaError
 from ..plugins import NAME_RE, Registry, get_registry, validate
 from ..problem import Problem, build_mask, make_inputs

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .. import reference
-from ..bench import rel_err
+from ..measure import rel_err
 from ..masks.mask import Mask
 from ..specs import KernelSpec
 

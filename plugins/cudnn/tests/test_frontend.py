@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 from longca import reference
-from longca.bench import rel_err
+from longca.measure import rel_err
 from longca.flashplan.emulated import window_slices
 from longca.flashplan.executor import CallArgs, lse_primitives
 from longca.flashplan.kernel import plan_reason

@@ -15,7 +15,7 @@ import torch
 pytest.importorskip("triton")
 
 from longca import reference  # noqa: E402
-from longca.bench import rel_err  # noqa: E402
+from longca.measure import rel_err  # noqa: E402
 from longca.masks import slices as sl  # noqa: E402
 from longca.masks.catalog import STATIC_MASKS  # noqa: E402
 from longca.problem import Problem, build_mask  # noqa: E402

@@ -12,7 +12,7 @@ import os
 import pytest
 import torch
 
-from longca.bench import TOLERANCE, RunOptions, run_problem
+from longca.measure import TOLERANCE, RunOptions, run_problem
 from longca.masks.catalog import STATIC_MASKS
 from longca.problem import Problem
 

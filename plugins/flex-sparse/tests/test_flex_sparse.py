@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from longca.bench import RunOptions, run_problem
+from longca.measure import RunOptions, run_problem
 from longca.problem import Problem, build_mask
 from longca.testing.conformance import run_conformance
 from longca_plugin_flex_sparse import blockmask, hooks

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from longca.bench import RunOptions, run_problem
+from longca.measure import RunOptions, run_problem
 from longca.masks.catalog import STATIC_MASKS
 from longca.problem import Problem, build_mask
 
