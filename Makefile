@@ -16,7 +16,7 @@ test:
 	OMP_NUM_THREADS=1 $(PYTHON) -m pytest -q
 
 test-gpu:
-	$(PYTHON) -m pytest -q -m gpu
+	$(PYTHON) -m pytest -q -m "longca_gpu or gpu"
 
 bench: install
 	longca bench

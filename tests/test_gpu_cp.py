@@ -1,4 +1,4 @@
-"""GPU suite of the context-parallel strategies on NCCL (`pytest -m gpu`, needs 2 or more GPUs).
+"""GPU suite of the context-parallel strategies on NCCL (`pytest -m longca_gpu`, needs 2 or more GPUs).
 
 Every strategy, world sizes 2, 4 and 8 (as many as the host has GPUs), forward and backward
 against the float32 reference (`dist-run --check`), bf16, GQA 16:8, 8K tokens, with fa2 inside on
@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from longca.plugins import get_registry
 from longca_cli.main import app
 
-pytestmark = [pytest.mark.gpu,
+pytestmark = [pytest.mark.longca_gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 STRATEGIES = ("ulysses", "ring-p2p", "ring-allgather", "usp", "loongtrain")

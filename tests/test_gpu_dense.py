@@ -1,4 +1,4 @@
-"""GPU suite of the dense kernel plugins (fa2, fa3, fa4, cudnn, flex): `pytest -m gpu`.
+"""GPU suite of the dense kernel plugins (fa2, fa3, fa4, cudnn, flex): `pytest -m longca_gpu`.
 
 Every kernel against the float32 reference on every mask it claims, forward and backward
 (`run_conformance`, small sizes), then bf16 at a moderately larger size with GQA and head_dim 128,
@@ -16,7 +16,7 @@ from longca.measure import RunOptions, rel_err, run_problem
 from longca.problem import Problem, build_mask
 from longca.testing.conformance import run_conformance
 
-pytestmark = [pytest.mark.gpu,
+pytestmark = [pytest.mark.longca_gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 KERNELS = ("fa2", "fa3", "fa4", "cudnn", "flex")

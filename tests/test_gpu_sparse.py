@@ -1,6 +1,6 @@
 """GPU suite of the block-sparse kernels: each against the float32 reference on the same block map.
 
-`pytest -m gpu tests/test_gpu_sparse.py` on a CUDA machine; skipped without CUDA. A kernel whose
+`pytest -m longca_gpu tests/test_gpu_sparse.py` on a CUDA machine; skipped without CUDA. A kernel whose
 library is not installed there is skipped with its `available()` reason; anything else that is
 not `ok` (unsupported, error, incorrect) fails, except a refusal that names the library version
 that lifts it (`VERSION_REFUSALS`): the case needs a newer library than the one installed. Sizes are small but cover full tiles, a ragged
@@ -14,7 +14,7 @@ from longca.measure import RunOptions, run_problem
 from longca.problem import Problem
 from longca.results import is_unavailable
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.longca_gpu
 OPTIONS = RunOptions(warmup=1, repeat=3, samples=1, check=True)
 # kernel -> the text of its supports() refusal when the installed library is too old for a case
 VERSION_REFUSALS = {"vsa-triton": "use fastvideo-kernel >= 0.3.0"}

@@ -15,7 +15,7 @@ from longca import reference
 from longca.plugins import PluginInfo, load_registry
 from longca.specs import KernelSpec
 from longca.testing import check_kernel, conformance_cases
-from longca.testing.conformance import Settings
+from longca.testing.conformance import VARIANTS, Settings
 
 MASKS = ("full", "causal_document")
 
@@ -38,17 +38,19 @@ def base_registry():
     return load_registry()
 
 
-def check(base_registry, spec: KernelSpec, *extra: KernelSpec, distribution: str = "longca-plugin-test"):
+def check(base_registry, spec: KernelSpec, *extra: KernelSpec, distribution: str = "longca-plugin-test",
+          variants: tuple = ()):
+    """The suite on CPU; without the shape-* cases unless `variants` (the other tests are about other cases)."""
     registry = load_registry() if extra else base_registry
     if not extra:  # the shared registry: replace any earlier test kernel of this name
         registry.entries["kernels"].pop(spec.name, None)
     for s in (spec,) + extra:
         registry._add("kernels", s, PluginInfo(s.name, distribution, "0", "tests"))
-    return check_kernel(spec.name, "cpu", registry=registry)
+    return check_kernel(spec.name, "cpu", registry=registry, settings=Settings(variants=variants))
 
 
 def test_honest_kernel_passes_every_case(base_registry):
-    report = check(base_registry, HONEST)
+    report = check(base_registry, HONEST, variants=VARIANTS)
     assert not report.failures, report.summary()
     assert {"registered", "name", "spec", "available", "refusals-cpu", "mask-full-fwd-cpu",
             "mask-causal_document-bwd-cpu", "dtype-bfloat16-fwd-cpu", "forward_lse-cpu",
@@ -68,8 +70,9 @@ def test_wrong_output_on_one_mask_names_it(base_registry):
         out = reference.attention(q, k, v, mask)
         return out * 1.5 if mask.name == "causal_document" else out
 
-    report = check(base_registry, replace(HONEST, name="wrongdoc", run=run))
-    assert set(report.failures) == {"mask-causal_document-fwd-cpu", "mask-causal_document-bwd-cpu"}
+    report = check(base_registry, replace(HONEST, name="wrongdoc", run=run), variants=VARIANTS)
+    shapes = {f"shape-{v}-{d}-cpu" for v in ("s1152", "s997-b2-gqa3", "s515-mha") for d in ("fwd", "bwd")}
+    assert set(report.failures) == {"mask-causal_document-fwd-cpu", "mask-causal_document-bwd-cpu"} | shapes
     assert "mask causal_document fwd on cpu" in report.failures["mask-causal_document-fwd-cpu"]
     assert "incorrect: relative error" in report.failures["mask-causal_document-fwd-cpu"]
 

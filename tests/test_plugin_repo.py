@@ -2,7 +2,7 @@
 
 A kernel plugin's own tests usually run the suite. With `conformance_tests` (one test per case,
 CUDA cases marked `gpu`) nothing is repeated here; with `run_conformance` (one unmarked test)
-the CUDA cases run here too, so that `pytest -m gpu` on a GPU machine covers every kernel.
+the CUDA cases run here too, so that `pytest -m longca_gpu` on a GPU machine covers every kernel.
 Kernels whose plugin tests do not mention the suite get every case here.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from longca.plugins import get_registry
-from longca.testing.pytest_plugin import run_case
+from longca.testing.pytest_plugin import case_marks, run_case
 
 try:
     import tomllib
@@ -61,7 +61,7 @@ def _params() -> list:
         for case in conformance_cases(kernel):
             if own == "cases" or (own == "single" and case.device != "cuda"):
                 continue
-            marks = [pytest.mark.gpu] if case.device == "cuda" else []
+            marks = case_marks(case)
             params.append(pytest.param(case, id=f"{kernel}-{case.id}", marks=marks))
     return params
 

@@ -23,6 +23,12 @@ def _add(registry, kind: str, spec) -> None:
     registry._add(kind, spec, PluginInfo(spec.name, "longca-plugin-wrong", "0", "tests"))
 
 
+def _check(registry, kernel: str, shapes: bool = False):
+    """The kernel suite on CPU; the shape-* cases only where the fault needs them (they take seconds)."""
+    settings = plugin.Settings() if shapes else plugin.Settings(variants=())
+    return plugin.check_kernel(kernel, "cpu", registry=registry, settings=settings)
+
+
 def _reference_kernel(name: str, **changes) -> plugin.KernelSpec:
     spec = plugin.KernelSpec(name=name, family="dense", description="the reference, with one fault",
                              masks=("causal", "causal_document"), prepare=lambda problem, mask, q, k, v: mask,
@@ -39,6 +45,35 @@ def _own_forward_backward(dout, q, k, v, out, lse, slices, softmax_scale=None):
 
 def test_kernel_ignoring_merged_out_and_lse(registry):
     _add(registry, "kernels", _reference_kernel("ignores_lse", backward_lse=_own_forward_backward))
-    report = plugin.check_kernel("ignores_lse", "cpu", registry=registry)
+    report = _check(registry, "ignores_lse")
     assert set(report.failures) == {"cp_merge-cpu"}, report.summary()
     assert "backward_lse ignores the merged out and lse it is given" in report.failures["cp_merge-cpu"]
+
+
+def _right_only_on_first_256_rows(mask, q, k, v):
+    """Right on the first 256 query rows, full attention (no mask) after them."""
+    import torch
+
+    right = reference.attention(q, k, v, mask)
+    full = reference.attention(q, k, v, plugin.slices_array([(0, q.shape[1], 0, k.shape[1], plugin.FULL)]))
+    return torch.cat([right[:, :256], full[:, 256:]], dim=1)
+
+
+def test_kernel_wrong_past_row_256(registry):
+    _add(registry, "kernels", _reference_kernel("wrong_after_256", run=_right_only_on_first_256_rows,
+                                                forward_lse=None, backward_lse=None))
+    report = _check(registry, "wrong_after_256", shapes=True)
+    assert not any(case.startswith("mask-") for case in report.failures), report.summary()  # S=256 cannot see it
+    assert {"shape-s1152-fwd-cpu", "shape-s997-b2-gqa3-fwd-cpu", "shape-s515-mha-fwd-cpu"} <= set(report.failures)
+    message = report.failures["shape-s1152-fwd-cpu"]
+    assert "mask causal_document fwd on cpu (float32, S=1152" in message and "incorrect: relative error" in message
+    assert "from row 256 to 1151" in message, message
+
+
+def test_kernel_returning_heads_first_layout(registry):
+    _add(registry, "kernels", _reference_kernel(
+        "heads_first", run=lambda mask, q, k, v: reference.attention(q, k, v, mask).transpose(1, 2)))
+    report = _check(registry, "heads_first")
+    message = report.failures["mask-causal-fwd-cpu"]
+    assert "run() returned shape (1, 4, 256, 64), expected (batch, seqlen, heads_q, head_dim) = (1, 256, 4, 64)" \
+        in message and "that is (batch, heads, seqlen, head_dim)" in message, message

@@ -53,6 +53,27 @@ class ConformanceSkip(Exception):
 
 
 @dataclass(frozen=True)
+class Variant:
+    """A problem shape beyond the per-mask cases: lengths past every tile and chunk size, odd
+    lengths, ragged documents (down to one token), other seeds, GQA ratios, batch > 1."""
+
+    label: str
+    seqlen: int
+    heads: tuple[int, int]
+    batch: int = 1
+    seed: int = 1
+    heavy: bool = False  # marked `longca_heavy`; on CUDA only, where it is cheap
+
+
+VARIANTS = (
+    Variant("s1152", 1152, (4, 2), seed=1),  # past 1024: tiles, splits and chunks of every kernel we know
+    Variant("s997-b2-gqa3", 997, (3, 1), batch=2, seed=2),  # a prime length, two sequences, 3 query heads per KV
+    Variant("s515-mha", 515, (4, 4), seed=3),
+    Variant("s8195-b2-gqa8", 8195, (16, 2), batch=2, seed=4, heavy=True),
+)
+
+
+@dataclass(frozen=True)
 class Settings:
     """Problem sizes of the suite; a kernel that needs others passes them to `conformance_tests`."""
 
@@ -61,6 +82,7 @@ class Settings:
     block: Optional[int] = None  # block-sparse masks; None: 64 if supports() allows, else 128
     heads: tuple[int, int] = (4, 2)  # (4, 4) for kernels without GQA
     seed: int = 0
+    variants: tuple[Variant, ...] = VARIANTS  # the shape-* cases
 
 
 @dataclass(frozen=True)
@@ -71,6 +93,7 @@ class Case:
     kernel: str
     check: Callable[["Registry"], list[dict]] = field(repr=False)
     device: Optional[str] = None
+    heavy: bool = False  # pytest marker `longca_heavy`
 
     def run(self, registry: Optional[Registry] = None) -> list[dict]:
         return self.check(registry or get_registry())
@@ -196,12 +219,67 @@ def _expect_ok(spec: KernelSpec, problem: Problem, registry: Registry, what: str
         raise AssertionError(f"{_describe(problem)}: the spec claims {what} but supports() refuses its forward "
                              f"in the primary dtype: {refusal}. Remove the claim from the KernelSpec, or pass "
                              f"sizes the kernel takes to conformance_tests(..., seqlen=, head_dim=, block=)")
+    if problem.direction == "fwd":
+        _check_output(spec, problem, registry)
     row = _run(problem, registry)
     if row["status"] != "ok":
         detail = row.get("rel_err_detail")
         errors = f" (relative errors: {', '.join(f'{k} {v:.3g}' for k, v in detail.items())})" if detail else ""
-        raise AssertionError(f"{_describe(problem)}: {row['status']}: {row['reason']}{errors}")
+        where = _wrong_rows(spec, problem, registry) if row["status"] == "incorrect" else ""
+        raise AssertionError(f"{_describe(problem)}: {row['status']}: {row['reason']}{errors}{where}")
     return row
+
+
+def _forward(spec: KernelSpec, problem: Problem, registry: Registry):
+    """(out, q, k, v, mask) of one forward call, outside the measurement; None if the call raises
+    (the run then reports the error as a row)."""
+    try:
+        mask = build_mask(problem, 0, registry)
+        q, k, v = make_inputs(problem)
+        with torch.no_grad():
+            return spec.run(spec.prepare(problem, mask, q, k, v), q, k, v), q, k, v, mask
+    except Exception:  # noqa: BLE001 - reported by the run itself
+        return None
+
+
+def _check_output(spec: KernelSpec, problem: Problem, registry: Registry) -> None:
+    """run() returns a tensor of q's shape (batch, seqlen, heads_q, head_dim), dtype and device."""
+    called = _forward(spec, problem, registry)
+    if called is None:
+        return
+    out, q, _, v, _ = called
+    want = (problem.batch, problem.seqlen, problem.heads_q, v.shape[-1])
+    if not isinstance(out, torch.Tensor):
+        raise AssertionError(f"{_describe(problem)}: run() returned a {type(out).__name__}; expected the output "
+                             f"tensor (batch, seqlen, heads_q, head_dim) = {want}")
+    if tuple(out.shape) != want:
+        hint = ""
+        if tuple(out.shape) == (want[0], want[2], want[1], want[3]):
+            hint = ": that is (batch, heads, seqlen, head_dim); longca's layout is (batch, seqlen, heads, head_dim)"
+        raise AssertionError(f"{_describe(problem)}: run() returned shape {tuple(out.shape)}, expected "
+                             f"(batch, seqlen, heads_q, head_dim) = {want}{hint}")
+    if out.dtype != q.dtype or out.device != q.device:
+        raise AssertionError(f"{_describe(problem)}: run() returned {out.dtype} on {out.device}; expected the "
+                             f"inputs' {q.dtype} on {q.device}")
+
+
+def _wrong_rows(spec: KernelSpec, problem: Problem, registry: Registry) -> str:
+    """Where the forward output differs from the reference: which query rows, and batch entries."""
+    from .. import reference
+
+    called = _forward(spec, problem, registry)
+    if called is None:
+        return ""
+    out, q, k, v, mask = called
+    ref = reference.forward_lse(q.float(), k.float(), v.float(), mask)[0]
+    diff = (out.float() - ref).abs().amax(dim=(2, 3))  # (batch, rows)
+    bad = diff > TOLERANCE[problem.dtype] * (1 + ref.abs().amax(dim=(2, 3)))
+    rows = torch.nonzero(bad.any(0)).flatten().tolist()
+    if not rows:
+        return " (the forward output agrees: the gradients differ)"
+    batches = torch.nonzero(bad.any(1)).flatten().tolist()
+    return (f"; forward output wrong on {len(rows)} of {problem.seqlen} query rows, from row {rows[0]} to "
+            f"{rows[-1]}" + (f", batch entries {batches}" if problem.batch > 1 else ""))
 
 
 def _expect_refused(problem: Problem, registry: Registry, what: str) -> dict:
@@ -332,6 +410,33 @@ def check_mask(name: str, mask: str, direction: str, device: str, registry: Regi
     return [_expect_ok(spec, problem, registry, f"mask {mask}", may_refuse=direction != "fwd")]
 
 
+def variant_mask(spec: KernelSpec, registry: Registry) -> str:
+    """The mask variants run on: causal_document (ragged documents) if claimed, else causal, else the first."""
+    claimed = registry.claimed_masks(spec.masks)
+    return next((m for m in ("causal_document", "causal") if m in claimed), claimed[0])
+
+
+def variant_problem(spec: KernelSpec, variant: Variant, direction: str, device: str, registry: Registry,
+                    settings: Settings) -> Problem:
+    mask = variant_mask(spec, registry)
+    hq, hkv = variant.heads
+    problem = small_problem(spec, mask, direction, device, registry=registry, settings=settings)
+    seqlen = -(-variant.seqlen // registry.mask(mask).seqlen_multiple) * registry.mask(mask).seqlen_multiple
+    return problem.with_(seqlen=seqlen, heads_q=hq, heads_kv=hkv if spec.gqa else hq, batch=variant.batch,
+                         seed=variant.seed, sampler_params={"min_len": 1, "max_len": max(1, seqlen // 3)})
+
+
+def check_variant(name: str, variant: Variant, direction: str, device: str, registry: Registry,
+                  settings: Settings) -> list[dict]:
+    """A claimed mask at another shape runs and matches the reference, unless supports() refuses
+    that shape with a reason (a skip: lengths or head counts a kernel cannot take)."""
+    _need_device(device)
+    spec = _kernel(registry, name)
+    _need_available(spec)
+    problem = variant_problem(spec, variant, direction, device, registry, settings)
+    return [_expect_ok(spec, problem, registry, f"shape {variant.label}", may_refuse=True)]
+
+
 def dtype_mask(spec: KernelSpec, registry: Registry) -> str:
     """The mask the extra-dtype cases run on: causal if claimed, else the first claimed mask."""
     claimed = registry.claimed_masks(spec.masks)
@@ -417,6 +522,9 @@ def conformance_cases(kernel: str, registry: Optional[Registry] = None, devices:
         cases += [Case(f"mask-{m}-{x}-{dev}", kernel,
                        lambda r, m=m, x=x, d=dev: check_mask(kernel, m, x, d, r, settings), dev)
                   for m in registry.claimed_masks(spec.masks) for x in directions]
+        cases += [Case(f"shape-{w.label}-{x}-{dev}", kernel,
+                       lambda r, w=w, x=x, d=dev: check_variant(kernel, w, x, d, r, settings), dev, w.heavy)
+                  for w in settings.variants if dev == "cuda" or not w.heavy for x in directions]
         first = primary_dtype(spec, dev) if spec.dtypes else None
         cases += [Case(f"dtype-{t}-{x}-{dev}", kernel,
                        lambda r, t=t, x=x, d=dev: check_dtype(kernel, t, x, d, r, settings), dev)

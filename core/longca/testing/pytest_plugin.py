@@ -1,8 +1,10 @@
 """pytest plugin of longca (entry point `pytest11: longca`), active wherever longca-core is installed.
 
-- registers the `gpu` marker and skips `gpu` tests when no CUDA GPU is visible;
+- registers the `longca_gpu` marker and skips `longca_gpu` tests when no CUDA GPU is visible
+  (only that marker: other projects' own `gpu` markers are left alone), and `longca_heavy`;
 - `conformance_tests(kernel, ...)` builds a test function parametrized with one test per
-  conformance case; CUDA cases carry the `gpu` marker, so `pytest -m gpu` runs them alone;
+  conformance case; CUDA cases carry `longca_gpu`, so `pytest -m longca_gpu` runs them alone,
+  and the larger shape cases carry `longca_heavy` (`-m "not longca_heavy"` leaves them out);
 - the fixture `longca_conformance` is `run_conformance`, for a test that wants the whole suite.
 
 Module import stays light (no torch): pytest loads this plugin in every session.
@@ -14,12 +16,17 @@ from typing import Any, Callable, Optional
 import pytest
 
 
+GPU_MARKER = "longca_gpu"
+HEAVY_MARKER = "longca_heavy"
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "gpu: needs a CUDA GPU; skipped without one")
+    config.addinivalue_line("markers", f"{GPU_MARKER}: needs a CUDA GPU; skipped without one (longca)")
+    config.addinivalue_line("markers", f"{HEAVY_MARKER}: a larger longca conformance case (seconds on a GPU)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    gpu_items = [item for item in items if item.get_closest_marker(GPU_MARKER)]
     if not gpu_items:
         return
     import torch
@@ -29,6 +36,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason="needs a CUDA GPU; none is visible")
     for item in gpu_items:
         item.add_marker(skip)
+
+
+def case_marks(case: Any) -> list:
+    """`longca_gpu` on CUDA cases, `longca_heavy` on the larger ones."""
+    marks = [getattr(pytest.mark, GPU_MARKER)] if case.device == "cuda" else []
+    return marks + ([getattr(pytest.mark, HEAVY_MARKER)] if getattr(case, "heavy", False) else [])
 
 
 def run_case(case: Any) -> None:
@@ -57,8 +70,7 @@ def conformance_tests(kernel: str, *, seqlen: Optional[int] = None, head_dim: Op
                                                  ("block", block)) if v}
     settings = Settings(**overrides)
     cases = conformance_cases(kernel, devices=tuple(devices or DEVICES), settings=settings)
-    params = [pytest.param(case, id=case.id, marks=[pytest.mark.gpu] if case.device == "cuda" else [])
-              for case in cases]
+    params = [pytest.param(case, id=case.id, marks=case_marks(case)) for case in cases]
 
     @pytest.mark.parametrize("longca_case", params)
     def test_conformance(longca_case: Any) -> None:

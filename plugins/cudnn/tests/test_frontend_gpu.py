@@ -1,4 +1,4 @@
-"""The cuDNN frontend path on a GPU (`pytest -m gpu`): every mask it claims against
+"""The cuDNN frontend path on a GPU (`pytest -m longca_gpu`): every mask it claims against
 `longca.reference`, forward and backward, GQA, bf16 and fp16, head_dim 64 and 128; the lse; graphs
 built in prepare and never in the timed call. Skipped without a CUDA GPU, without
 nvidia-cudnn-frontend, or when the plugin runs its torch path (LONGCA_CUDNN_BACKEND=torch)."""
@@ -14,7 +14,7 @@ from longca.problem import Problem, build_mask, make_inputs
 
 from longca_plugin_cudnn import frontend, hooks
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+pytestmark = [pytest.mark.longca_gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 MASK_PARAMS = {"sliding_window": {"window": 256}, "sliding_window_causal": {"window": 256},
                "global_sliding_window": {"window": 256, "global_tokens": 128}}

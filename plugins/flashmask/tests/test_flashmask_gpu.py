@@ -16,7 +16,7 @@ from longca.measure import TOLERANCE, RunOptions, run_problem
 from longca.masks.catalog import STATIC_MASKS
 from longca.problem import Problem
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.longca_gpu
 CASES = {
     "bf16-d128-64:8": dict(seqlen=4096, heads_q=64, heads_kv=8, head_dim=128, dtype="bfloat16", batch=1),
     "fp16-d64-8:2-b2": dict(seqlen=3000, heads_q=8, heads_kv=2, head_dim=64, dtype="float16", batch=2),
