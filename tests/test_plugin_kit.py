@@ -213,3 +213,33 @@ def test_template_compare_spec_is_a_valid_sweep_over_all_masks():
 
     spec = SpecFile.model_validate(tomllib.loads((TEMPLATE / "compare.toml").read_text())).sweep
     assert spec.kernels == ["mykernel", "fa4", "flex", "cudnn"] and len(spec.mask_names()) == 14
+
+
+OTHER_PROJECT_TESTS = '''
+import pytest
+
+
+@pytest.mark.gpu
+def test_their_own_gpu_marker_is_theirs():
+    pass
+
+
+@pytest.mark.longca_gpu
+def test_longca_gpu_needs_cuda():
+    import torch
+
+    assert torch.cuda.is_available()
+'''
+
+
+def test_pytest_plugin_leaves_other_projects_gpu_marker_alone(tmp_path):
+    """Installed longca-core must not skip another project's `gpu` tests; it skips only `longca_gpu` ones."""
+    import torch
+
+    (tmp_path / "test_other.py").write_text(OTHER_PROJECT_TESTS)
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers = gpu: their own marker\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", "test_other.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert "PASSED test_other.py::test_their_own_gpu_marker_is_theirs" in proc.stdout, proc.stdout
+    if not torch.cuda.is_available():
+        assert "SKIPPED" in proc.stdout and "needs a CUDA GPU" in proc.stdout, proc.stdout
