@@ -97,6 +97,9 @@ class CPStrategySpec:
     LongcaError); `supports(problem, options) -> None | reason` refuses what the strategy cannot
     run (heads that do not divide, lengths the layout cannot split). `options` documents each
     option: name -> description.
+    `schedule(problem, mask, options) -> longca.cp.schedule.Schedule` (optional) gives, without a
+    process group, every rank's calls per step and transfers: what `prepare` builds its plan from,
+    and what the accounting and `longca simulate` read.
     """
 
     name: str
@@ -109,3 +112,4 @@ class CPStrategySpec:
     supports: Optional[Callable[["Problem", dict], Optional[str]]] = None
     resolve_options: Optional[Callable[["Problem", dict], dict]] = None
     options: dict[str, str] = field(default_factory=dict)
+    schedule: Optional[Callable[..., Any]] = None

@@ -324,6 +324,10 @@ from .dist_run import dist_run as _dist_run  # noqa: E402 - the `dist-run` comma
 
 app.command("dist-run")(cli_errors(_dist_run))
 
+from .simulate import simulate as _simulate  # noqa: E402 - `longca simulate` (CP at any world size)
+
+app.command("simulate")(cli_errors(_simulate))
+
 
 def run_cli() -> None:  # console-script entry point
     app()

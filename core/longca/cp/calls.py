@@ -5,6 +5,11 @@ runs the global mask is cropped (`longca.masks.slices.crop`) to that rectangle; 
 skipped, and the rectangle is shrunk to the bounding box of its slices so the inner kernel sees
 no rows or keys that do nothing. Because every call is a rectangle of the global mask, the inner
 kernel receives the same kind of slices it handles for the whole mask (cut documents included).
+
+`pair_table` computes all pairs of a query buffer against many key runs at once, vectorised over
+(slice, query run, key run) candidates, so the per-rank accounting of a 1,024-rank ring stays fast;
+its result is exactly what `slices.crop` gives pair by pair (tests/test_cp_schedule.py). The real
+strategies turn the table into `Call`s (`CallTable.calls`); the accounting reads its columns.
 """
 from __future__ import annotations
 
@@ -35,31 +40,147 @@ class Call:
         return sl.area(self.slices)
 
 
-def _offsets(runs: Sequence[Run]) -> list[tuple[int, int, int]]:
-    out, offset = [], 0
-    for a, b in runs:
-        out.append((offset, a, b))
-        offset += b - a
-    return out
+@dataclass(frozen=True)
+class CallTable:
+    """Calls as columns: call i is key run `ki[i]` (of the given key runs) against query run `qi[i]`.
+
+    `q0..k1` are local buffer coordinates (key coordinates inside the buffer of that key run's
+    owner, see `pair_table`), `area` the exact unmasked pairs, and the call's slices are
+    `slices[start[i]:start[i + 1]]`, relative to its rectangle.
+    """
+
+    qi: np.ndarray
+    ki: np.ndarray
+    q0: np.ndarray
+    q1: np.ndarray
+    k0: np.ndarray
+    k1: np.ndarray
+    area: np.ndarray
+    start: np.ndarray  # len(calls) + 1 offsets into `slices`
+    slices: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.qi)
+
+    def calls(self, where: np.ndarray | None = None) -> list[Call]:
+        idx = range(len(self)) if where is None else np.flatnonzero(where)
+        return [Call(int(self.q0[i]), int(self.q1[i]), int(self.k0[i]), int(self.k1[i]),
+                     self.slices[self.start[i]:self.start[i + 1]]) for i in idx]
+
+
+def _offsets(runs: Sequence[Run]) -> np.ndarray:
+    """(n, 3): local offset, global start, global end of each run."""
+    arr = np.asarray(runs, dtype=np.int64).reshape(-1, 2)
+    local = np.concatenate([[0], np.cumsum(arr[:, 1] - arr[:, 0])[:-1]]).astype(np.int64)
+    return np.column_stack([local, arr])
+
+
+def _overlapping(bounds: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (i, j): item i of [lo, hi) overlaps run j of `bounds` (disjoint runs, any order)."""
+    order = np.argsort(bounds[:, 0], kind="stable")
+    starts, ends = bounds[order, 0], bounds[order, 1]
+    first = np.searchsorted(ends, lo, side="right")
+    last = np.searchsorted(starts, hi, side="left")
+    count = np.maximum(last - first, 0)
+    i = np.repeat(np.arange(len(lo)), count)
+    j = first[i] + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count))
+    return i, order[j]
+
+
+def _typed_area(q0, q1, k0, k1, t) -> np.ndarray:
+    lq, lk = q1 - q0, k1 - k0
+    tri = lq * (lk - lq) + lq * (lq + 1) // 2
+    return np.where(t == sl.FULL, lq * lk, np.where(t == sl.BI_CAUSAL, lq * (lk - lq + 1), tri))
+
+
+def band_pieces(q0, q1, k0, k1, dlo, dhi) -> tuple[np.ndarray, np.ndarray]:
+    """`slices.band_to_slices` of many bands at once: (band index per piece, pieces (n, 5)), in order."""
+    lo, hi = np.maximum(q0, k0 - dhi), np.minimum(q1, k1 - dlo)
+    ok = (q1 > q0) & (k1 > k0) & (dlo <= dhi) & (lo < hi)
+    c1, c2 = k0 - dlo, k1 - dhi  # rows from c1 on start on the diagonal; rows up to c2 end at k1
+    inside = lambda c: np.where((lo < c) & (c < hi), c, hi)  # noqa: E731 - absent cuts collapse onto hi
+    cuts = np.sort(np.column_stack([lo, inside(c1), inside(c2), hi]), axis=1)
+    band = np.repeat(np.arange(len(q0)), 3)
+    a, b = cuts[:, :3].ravel(), cuts[:, 1:].ravel()
+    keep = (b > a) & np.repeat(ok, 3)
+    band, a, b = band[keep], a[keep], b[keep]
+    start_diag, end_diag = a >= c1[band], b <= c2[band]
+    pk0 = np.where(start_diag, a + dlo[band], k0[band])
+    pk1 = np.where(end_diag, b + dhi[band], k1[band])
+    kind = np.where(start_diag, np.where(end_diag, sl.BI_CAUSAL, sl.INV_CAUSAL),
+                    np.where(end_diag, sl.CAUSAL, sl.FULL))
+    return band, np.column_stack([a, b, pk0, pk1, kind]).astype(np.int64)
+
+
+def pair_table(mask_slices: np.ndarray, q_runs: Sequence[Run], k_runs: Sequence[Run]) -> CallTable:
+    """The non-empty calls of a query buffer made of `q_runs` against a key buffer made of `k_runs`."""
+    k = _offsets(k_runs)
+    return _table(mask_slices, _offsets(q_runs), k, np.zeros(len(k), dtype=np.int64))
+
+
+def _table(mask_slices: np.ndarray, qo: np.ndarray, ko: np.ndarray, owner: np.ndarray) -> CallTable:
+    arr = sl.as_array(mask_slices)
+    si, qi = _overlapping(qo[:, 1:], arr[:, 0], arr[:, 1])
+    if len(si):
+        cand, kj = _overlapping(ko[:, 1:], arr[si, 2], arr[si, 3])
+        si, qi = si[cand], qi[cand]
+    else:
+        kj = np.zeros(0, dtype=np.int64)
+    s = arr[si]
+    t = s[:, 4]
+    dlo = np.where(np.isin(t, (sl.INV_CAUSAL, sl.BI_CAUSAL)), s[:, 2] - s[:, 0], -sl._INF)
+    dhi = np.where(np.isin(t, (sl.CAUSAL, sl.BI_CAUSAL)), s[:, 3] - s[:, 1], sl._INF)
+    band, pieces = band_pieces(np.maximum(s[:, 0], qo[qi, 1]), np.minimum(s[:, 1], qo[qi, 2]),
+                               np.maximum(s[:, 2], ko[kj, 1]), np.minimum(s[:, 3], ko[kj, 2]), dlo, dhi)
+    pq, pk, ps = qi[band], kj[band], si[band]
+    order = np.lexsort((np.arange(len(band)), ps, pk, pq, owner[pk]))  # buffer, query run, key run, slice, piece
+    pq, pk, pieces = pq[order], pk[order], pieces[order]
+    new = np.ones(len(pq), dtype=bool)
+    new[1:] = (pq[1:] != pq[:-1]) | (pk[1:] != pk[:-1])  # (a key run belongs to one buffer)
+    first = np.flatnonzero(new)
+    start = np.append(first, len(pq)).astype(np.int64)
+    group = np.cumsum(new) - 1
+    gq0 = np.minimum.reduceat(pieces[:, 0], first) if len(first) else first
+    gq1 = np.maximum.reduceat(pieces[:, 1], first) if len(first) else first
+    gk0 = np.minimum.reduceat(pieces[:, 2], first) if len(first) else first
+    gk1 = np.maximum.reduceat(pieces[:, 3], first) if len(first) else first
+    areas = _typed_area(*pieces.T)
+    area = np.add.reduceat(areas, first) if len(first) else first
+    rel = pieces.copy()
+    rel[:, 0:2] -= gq0[group][:, None]
+    rel[:, 2:4] -= gk0[group][:, None]
+    cq, ck = pq[first], pk[first]
+    return CallTable(cq, ck, qo[cq, 0] + gq0 - qo[cq, 1], qo[cq, 0] + gq1 - qo[cq, 1],
+                     ko[ck, 0] + gk0 - ko[ck, 1], ko[ck, 0] + gk1 - ko[ck, 1], area.astype(np.int64), start, rel)
 
 
 def pair_calls(mask_slices: np.ndarray, q_runs: Sequence[Run], k_runs: Sequence[Run]) -> list[Call]:
     """The non-empty calls between a query buffer made of `q_runs` and a key buffer made of `k_runs`."""
-    arr = sl.as_array(mask_slices)
-    calls: list[Call] = []
-    for qo, qa, qb in _offsets(q_runs):
-        rows = arr[(arr[:, 0] < qb) & (arr[:, 1] > qa)]
-        for ko, ka, kb in _offsets(k_runs):
-            near = rows[(rows[:, 2] < kb) & (rows[:, 3] > ka)]
-            if not len(near):
-                continue
-            part = sl.crop(near, (qa, qb), (ka, kb))
-            if not len(part):
-                continue
-            gq0, gq1 = int(part[:, 0].min()), int(part[:, 1].max())
-            gk0, gk1 = int(part[:, 2].min()), int(part[:, 3].max())
-            rel = part.copy()
-            rel[:, 0:2] -= gq0
-            rel[:, 2:4] -= gk0
-            calls.append(Call(qo + gq0 - qa, qo + gq1 - qa, ko + gk0 - ka, ko + gk1 - ka, rel))
-    return calls
+    return pair_table(mask_slices, q_runs, k_runs).calls()
+
+
+def key_buffers(sources: Sequence[Sequence[Run]]) -> tuple[np.ndarray, np.ndarray]:
+    """The runs of several key buffers (local offset, global start, end) and the buffer of each run."""
+    if not sources:
+        return np.zeros((0, 3), np.int64), np.zeros(0, np.int64)
+    arr = [np.asarray(runs, dtype=np.int64).reshape(-1, 2) for runs in sources]
+    flat = np.concatenate(arr)
+    owner = np.repeat(np.arange(len(arr)), [len(a) for a in arr])
+    lengths = flat[:, 1] - flat[:, 0]
+    ends = np.cumsum(lengths)
+    first = np.concatenate([[0], np.cumsum([len(a) for a in arr])[:-1]])
+    local = ends - lengths - np.repeat((ends - lengths)[first], [len(a) for a in arr])
+    return np.column_stack([local, flat]), owner
+
+
+def sources_table(mask_slices: np.ndarray, q_runs: Sequence[Run], sources: Sequence[Sequence[Run]],
+                  buffers: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[CallTable, np.ndarray]:
+    """Calls of one query buffer against several key buffers at once (a ring's blocks).
+
+    Returns the table and, per call, the index of its source buffer; key coordinates are local
+    to that source's buffer, exactly as `pair_calls(mask, q_runs, sources[j])` gives them.
+    `buffers` is `key_buffers(sources)`, to compute once when many query buffers use the same sources.
+    """
+    ko, owner = buffers if buffers is not None else key_buffers(sources)
+    table = _table(mask_slices, _offsets(q_runs), ko, owner)
+    return table, owner[table.ki]

@@ -85,3 +85,28 @@ def run_checks(cases: list[dict[str, Any]], world_size: int, backend: str = "glo
     from .launch import spawn
 
     return spawn(check_cases, world_size, backend, device, (cases,), timeout_s)[0]
+
+
+def transfer_cases(device: str, cases: list[dict[str, Any]]) -> list[dict[str, list]]:
+    """Every transfer each case's forward and backward really make on this rank (`comm.recording`).
+
+    Run in a spawned group (`launch.spawn`); tests compare the answer with `schedule.comm`.
+    """
+    from .comm import recording
+
+    registry = get_registry()
+    answers = []
+    for case in cases:
+        problem = Problem(**{**case["problem"], "device": device, "world_size": dist.get_world_size()})
+        spec = registry.strategy(problem.strategy)
+        options = spec.resolve_options(problem, case.get("options", {}))
+        mask = build_mask(problem, 0, registry)
+        plan = spec.prepare(problem, mask, inner_kernel(problem, registry), dist.group.WORLD, options)
+        local = [spec.dispatch(t, plan).detach().requires_grad_(True) for t in make_inputs(problem, 0)]
+        with recording() as fwd:
+            out = spec.attention(*local, plan)
+        dout = spec.dispatch(global_dout(problem, 0), plan)
+        with recording() as bwd:
+            torch.autograd.grad(out, local, dout)
+        answers.append({"fwd": fwd, "bwd": bwd, "options": options})
+    return answers

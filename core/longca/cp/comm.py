@@ -7,7 +7,8 @@ cached, so repeated plans reuse one communicator per set of ranks.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from contextlib import contextmanager
+from typing import Iterator, Optional, Sequence
 
 import torch
 import torch.distributed as dist
@@ -15,6 +16,30 @@ import torch.distributed as dist
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 _subgroups: dict[tuple[str, tuple[int, ...]], object] = {}
+_ledger: Optional[list[tuple[str, int, int]]] = None
+
+
+@contextmanager
+def recording() -> Iterator[list[tuple[str, int, int]]]:
+    """Record (kind, bytes as NCCL's tests count them, peer or group size) of every transfer made here.
+
+    How tests check `longca.cp.schedule`'s byte counts against what the strategies really send.
+    """
+    global _ledger
+    _ledger = []
+    try:
+        yield _ledger
+    finally:
+        _ledger = None
+
+
+def _record(kind: str, nbytes: int, peer_or_size: int) -> None:
+    if _ledger is not None:
+        _ledger.append((kind, int(nbytes), int(peer_or_size)))
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
 
 
 def group_ranks(group=None) -> list[int]:
@@ -42,6 +67,7 @@ def gather_seq(x: torch.Tensor, group) -> list[torch.Tensor]:
     front = x.transpose(0, 1).contiguous()
     out = torch.empty((world * front.shape[0], *front.shape[1:]), dtype=x.dtype, device=x.device)
     _all_gather(out, front, group=group)
+    _record("all_gather", _nbytes(out), world)
     n = front.shape[0]
     return [out[i * n:(i + 1) * n].transpose(0, 1) for i in range(world)]
 
@@ -54,12 +80,14 @@ def reduce_scatter_seq(parts: Sequence[torch.Tensor], group) -> torch.Tensor:
     out = torch.empty((stacked.shape[0] // len(parts), *stacked.shape[1:]), dtype=stacked.dtype,
                       device=stacked.device)
     _reduce_scatter(out, stacked, group=group)
+    _record("reduce_scatter", _nbytes(stacked), len(parts))
     return out.transpose(0, 1)
 
 
 def _a2a(x5: torch.Tensor, group) -> torch.Tensor:
     out = torch.empty_like(x5)
     dist.all_to_all_single(out, x5, group=group)
+    _record("all_to_all", _nbytes(x5), size(group))
     return out
 
 
@@ -122,6 +150,7 @@ class Exchange:
         ops = [dist.P2POp(dist.isend, t, dst, group) for t in self.sent]
         ops += [dist.P2POp(dist.irecv, b, src, group) for b in self.buffers]
         self.works = dist.batch_isend_irecv(ops)
+        _record("p2p", sum(_nbytes(t) for t in self.sent), dst)
 
     def wait(self) -> list[torch.Tensor]:
         for work in self.works:

@@ -23,16 +23,11 @@ from ..masks.mask import Mask
 from ..problem import Problem
 from .comm import group_ranks, head_to_seq, seq_to_head, subgroup
 from .inner import InnerKernel
-from .layout import make_layout, subdivide
 from .plan import CPPlan
 from .ring import RingPlan, ring_attention, ring_plan
+from .schedule import RingSchedule, kv_repeat  # noqa: F401 - kv_repeat is part of this module's API
 
 LAYOUTS = ("zigzag", "contiguous")
-
-
-def kv_repeat(heads_q: int, heads_kv: int, degree: int) -> int:
-    """How many times each KV head is repeated so `degree` ranks each get whole KV heads."""
-    return degree // math.gcd(heads_kv, degree)
 
 
 def heads_unsupported(heads_q: int, heads_kv: int, degree: int) -> Optional[str]:
@@ -73,22 +68,26 @@ class HybridPlan(CPPlan):
     ring: Optional[RingPlan] = None
 
 
-def prepare_hybrid(problem: Problem, mask: Mask, inner: InnerKernel, group, head_degree: int, windows: int,
-                   layout: str, options: dict) -> HybridPlan:
+def hybrid_schedule(problem: Problem, mask: Mask, head_degree: int, windows: int, layout: str) -> RingSchedule:
+    """The schedule (layouts, calls per step, transfers) of this grid; no process group needed."""
+    return RingSchedule(problem, mask.slices, head_degree, windows, layout)
+
+
+def prepare_hybrid(schedule: RingSchedule, inner: InnerKernel, group, options: dict) -> HybridPlan:
     """The plan of this rank (collective over `group`: every member calls it)."""
     ranks = group_ranks(group)
     rank = dist.get_rank(group)
-    world = len(ranks)
-    ring_size = world // head_degree
-    position, head_index = divmod(rank, head_degree)
-    ring_layout = make_layout(layout, problem.seqlen, ring_size)
+    if len(ranks) != schedule.world:
+        raise ValueError(f"schedule for {schedule.world} ranks, group of {len(ranks)}")
+    head_degree = schedule.head_degree
+    position, head_index = schedule.position(rank)
     head_group = None
     if head_degree > 1:
         head_group = subgroup([ranks[position * head_degree + u] for u in range(head_degree)])
-    ring_ranks = [ranks[p * head_degree + head_index] for p in range(ring_size)]
-    ring = ring_plan(ring_layout, mask.slices, position, ring_ranks, windows, inner)
-    return HybridPlan(subdivide(ring_layout, head_degree), rank, group, inner, dict(options), head_degree,
-                      head_group, kv_repeat(problem.heads_q, problem.heads_kv, head_degree), ring)
+    ring_ranks = [ranks[p * head_degree + head_index] for p in range(schedule.ring_size)]
+    ring = ring_plan(schedule, position, ring_ranks, inner)
+    return HybridPlan(schedule.layout, rank, group, inner, dict(options), head_degree, head_group,
+                      schedule.kv_repeat, ring)
 
 
 def hybrid_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: HybridPlan) -> torch.Tensor:

@@ -24,6 +24,7 @@ from ..plugins import Registry, get_registry
 from ..problem import Problem, check_mask_params, make_inputs
 from ..results import ResultRow, new_row
 from ..timing import host_ms
+from .accounting import balance, median_balance
 from .check import compare, global_dout
 from .inner import inner_kernel, inner_unsupported
 
@@ -96,10 +97,12 @@ def _sample(spec, problem: Problem, options: dict, inner, sample: int, run: RunO
     if check:
         phase("check")
         errors = compare(spec, plan, problem, mask, q, k, v, dout_g)
+    extra: dict[str, Any] = {"flops_total": flops}
+    if dist.get_rank(group) == 0 and spec.schedule is not None:
+        extra["balance"] = balance(problem, mask, options, registry)  # from the strategy's own schedule
     # TFLOP/s per GPU: the problem's FLOPs over the world size
     return Sample((mean, p20, p80), iterations, mask.area, flops / world, max(peaks) if peaks else None,
-                  float(max(r[2] for r in ranks)), errors, ms_max_rank=float(max(medians)),
-                  extra={"flops_total": flops})
+                  float(max(r[2] for r in ranks)), errors, ms_max_rank=float(max(medians)), extra=extra)
 
 
 def measure(problem: Problem, options: dict[str, Any], run: Optional[RunOptions] = None, group=None,
@@ -132,6 +135,8 @@ def measure(problem: Problem, options: dict[str, Any], run: Optional[RunOptions]
         return None
     summarize_samples(row, samples)
     row.flops = float(np.mean([s.extra["flops_total"] for s in samples]))  # the whole problem's
+    if all("balance" in s.extra for s in samples):
+        row.balance = median_balance([s.extra["balance"] for s in samples])
     return finish(row, samples[0].errors, run.tolerance or TOLERANCE[problem.dtype])
 
 

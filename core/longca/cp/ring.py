@@ -23,20 +23,19 @@ import torch
 
 from ..autograd import lse_attention
 from .attend import backward_calls, forward_calls
-from .calls import Call, pair_calls
+from .calls import Call
 from .comm import Exchange, subgroup
 from .inner import InnerKernel
-from .layout import Layout
 from .merge import GradAccumulator, OutputAccumulator
+from .schedule import RingSchedule
 
 
 @dataclass
 class RingPlan:
     """What one rank needs to run the ring: schedule, peers, groups and the calls for every source."""
 
-    size: int
+    schedule: RingSchedule
     position: int
-    windows: int
     inner: InnerKernel
     calls: dict[int, list[Call]]  # source ring position -> calls (local q buffer x that source's buffer)
     inner_group: Optional[object] = None
@@ -47,27 +46,32 @@ class RingPlan:
     outer_prev: int = -1
 
     @property
+    def size(self) -> int:
+        return self.schedule.ring_size
+
+    @property
+    def windows(self) -> int:
+        return self.schedule.windows
+
+    @property
     def window(self) -> int:
-        return self.size // self.windows
+        return self.schedule.window
 
     def source(self, o: int, t: int) -> int:
-        w = self.window
-        a, b = divmod(self.position, w)
-        return ((a - o) % self.windows) * w + (b - t) % w
+        return self.schedule.source(self.position, o, t)
 
 
-def ring_plan(layout: Layout, mask_slices, position: int, ring_ranks: Sequence[int], windows: int,
-              inner: InnerKernel) -> RingPlan:
+def ring_plan(schedule: RingSchedule, position: int, ring_ranks: Sequence[int], inner: InnerKernel) -> RingPlan:
     """The plan of ring position `position`; `ring_ranks[p]` is the global rank at position p.
 
     Every member of the ring calls this together (it creates the inner and outer subgroups).
+    The calls and the step order are the schedule's (the same the accounting reads).
     """
-    size = len(ring_ranks)
-    if size % windows:
-        raise ValueError(f"ring of {size} ranks cannot be cut into {windows} windows")
+    size, windows = len(ring_ranks), schedule.windows
+    if size != schedule.ring_size or size % windows:
+        raise ValueError(f"ring of {size} ranks does not match the schedule's {schedule.ring_size} / {windows} windows")
     w = size // windows
-    calls = {j: pair_calls(mask_slices, layout.runs[position], layout.runs[j]) for j in range(size)}
-    plan = RingPlan(size, position, windows, inner, calls)
+    plan = RingPlan(schedule, position, inner, schedule.calls_by_source(position))
     a, b = divmod(position, w)
     if w > 1:
         members = [ring_ranks[a * w + i] for i in range(w)]

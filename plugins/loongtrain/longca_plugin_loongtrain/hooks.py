@@ -35,11 +35,16 @@ def supports(problem, options):
     return hybrid_unsupported(problem, options["head_degree"], options["windows"], options["layout"])
 
 
+def schedule(problem, mask, options):
+    from longca.cp.hybrid import hybrid_schedule
+
+    return hybrid_schedule(problem, mask, options["head_degree"], options["windows"], options["layout"])
+
+
 def prepare(problem, mask, inner, group, options):
     from longca.cp.hybrid import prepare_hybrid
 
-    return prepare_hybrid(problem, mask, inner, group, options["head_degree"], options["windows"],
-                          options["layout"], options)
+    return prepare_hybrid(schedule(problem, mask, options), inner, group, options)
 
 
 def attention(q, k, v, plan):
@@ -55,7 +60,7 @@ def longca_cp_strategies():
         description="head-parallel all-to-all plus a double ring (inner ring in a window, outer ring across windows)",
         masks=(ANY_STATIC,),  # any mask given as slices: every call gets an exact crop
         prepare=prepare, dispatch=dispatch, attention=attention, undispatch=undispatch,
-        supports=supports, resolve_options=resolve_options,
+        supports=supports, resolve_options=resolve_options, schedule=schedule,
         options={"head_degree": "head-parallel ranks (default: the largest divisor of the world size, at most "
                                 "its square root and LOCAL_WORLD_SIZE, that splits the heads)",
                  "windows": "windows of the double ring (default: 2 when the ring has an even number >= 4 "

@@ -8,9 +8,8 @@ import torch.distributed as dist
 
 from longca.autograd import lse_attention
 from longca.cp.attend import backward_calls, forward_calls
-from longca.cp.calls import Call, pair_calls
+from longca.cp.calls import Call
 from longca.cp.comm import gather_seq, reduce_scatter_seq
-from longca.cp.layout import make_layout
 from longca.cp.merge import GradAccumulator, OutputAccumulator
 from longca.cp.plan import CPPlan
 
@@ -22,11 +21,12 @@ class AllGatherPlan(CPPlan):
     calls: list[Call] = field(default_factory=list)
 
 
-def prepare(problem, mask, inner, group, options) -> AllGatherPlan:
-    layout = make_layout(options["layout"], problem.seqlen, dist.get_world_size(group))
+def prepare(schedule, inner, group, options) -> AllGatherPlan:
+    """This rank's plan from the strategy's `GatherSchedule` (layout and calls)."""
+    if dist.get_world_size(group) != schedule.world:
+        raise ValueError(f"schedule for {schedule.world} ranks, group of {dist.get_world_size(group)}")
     rank = dist.get_rank(group)
-    calls = pair_calls(mask.slices, layout.runs[rank], [(0, problem.seqlen)])
-    return AllGatherPlan(layout, rank, group, inner, dict(options), calls)
+    return AllGatherPlan(schedule.layout, rank, group, inner, dict(options), schedule.calls(rank))
 
 
 def _gather(x: torch.Tensor, plan: AllGatherPlan) -> torch.Tensor:

@@ -26,10 +26,16 @@ def supports(problem, options):
     return hybrid_unsupported(problem, 1, 1, options["layout"])
 
 
+def schedule(problem, mask, options):
+    from longca.cp.schedule import GatherSchedule
+
+    return GatherSchedule(problem, mask.slices, options["layout"])
+
+
 def prepare(problem, mask, inner, group, options):
     from .allgather import prepare as build
 
-    return build(problem, mask, inner, group, options)
+    return build(schedule(problem, mask, options), inner, group, options)
 
 
 def attention(q, k, v, plan):
@@ -45,6 +51,6 @@ def longca_cp_strategies():
         description="all-gather K/V, local (zigzag) queries against the keys they need, reduce-scatter dK/dV",
         masks=(ANY_STATIC,),  # any mask given as slices: every call gets an exact crop
         prepare=prepare, dispatch=dispatch, attention=attention, undispatch=undispatch,
-        supports=supports, resolve_options=resolve_options,
+        supports=supports, resolve_options=resolve_options, schedule=schedule,
         options={"layout": "query layout: zigzag (default) or contiguous"},
     )]

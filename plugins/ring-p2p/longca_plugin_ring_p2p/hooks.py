@@ -26,10 +26,16 @@ def supports(problem, options):
     return hybrid_unsupported(problem, 1, 1, options["layout"])
 
 
+def schedule(problem, mask, options):
+    from longca.cp.hybrid import hybrid_schedule
+
+    return hybrid_schedule(problem, mask, 1, 1, options["layout"])
+
+
 def prepare(problem, mask, inner, group, options):
     from longca.cp.hybrid import prepare_hybrid
 
-    return prepare_hybrid(problem, mask, inner, group, 1, 1, options["layout"], options)
+    return prepare_hybrid(schedule(problem, mask, options), inner, group, options)
 
 
 def attention(q, k, v, plan):
@@ -45,6 +51,6 @@ def longca_cp_strategies():
         description="K/V passed around a ring with batched P2P overlapped with the inner kernel, lse merge",
         masks=(ANY_STATIC,),  # any mask given as slices: every call gets an exact crop
         prepare=prepare, dispatch=dispatch, attention=attention, undispatch=undispatch,
-        supports=supports, resolve_options=resolve_options,
+        supports=supports, resolve_options=resolve_options, schedule=schedule,
         options={"layout": "zigzag (default: rank r holds chunks r and 2W-1-r) or contiguous"},
     )]

@@ -26,12 +26,16 @@ def supports(problem, options):
     return hybrid_unsupported(problem, problem.world_size, 1, "contiguous")
 
 
-def prepare(problem, mask, inner, group, options):
-    import torch.distributed as dist
+def schedule(problem, mask, options):
+    from longca.cp.hybrid import hybrid_schedule
 
+    return hybrid_schedule(problem, mask, problem.world_size, 1, "contiguous")
+
+
+def prepare(problem, mask, inner, group, options):
     from longca.cp.hybrid import prepare_hybrid
 
-    return prepare_hybrid(problem, mask, inner, group, dist.get_world_size(group), 1, "contiguous", options)
+    return prepare_hybrid(schedule(problem, mask, options), inner, group, options)
 
 
 def attention(q, k, v, plan):
@@ -47,5 +51,5 @@ def longca_cp_strategies():
         description="all-to-all sequence->head sharding, inner kernel over the whole sequence, all-to-all back",
         masks=(ANY_STATIC,),  # any mask given as slices: every call gets an exact crop
         prepare=prepare, dispatch=dispatch, attention=attention, undispatch=undispatch,
-        supports=supports, resolve_options=resolve_options,
+        supports=supports, resolve_options=resolve_options, schedule=schedule,
     )]

@@ -28,10 +28,16 @@ def supports(problem, options):
     return hybrid_unsupported(problem, options["ulysses_degree"], 1, options["layout"])
 
 
+def schedule(problem, mask, options):
+    from longca.cp.hybrid import hybrid_schedule
+
+    return hybrid_schedule(problem, mask, options["ulysses_degree"], 1, options["layout"])
+
+
 def prepare(problem, mask, inner, group, options):
     from longca.cp.hybrid import prepare_hybrid
 
-    return prepare_hybrid(problem, mask, inner, group, options["ulysses_degree"], 1, options["layout"], options)
+    return prepare_hybrid(schedule(problem, mask, options), inner, group, options)
 
 
 def attention(q, k, v, plan):
@@ -47,7 +53,7 @@ def longca_cp_strategies():
         description="Ulysses all-to-all inside groups of ulysses_degree ranks, ring P2P across the groups",
         masks=(ANY_STATIC,),  # any mask given as slices: every call gets an exact crop
         prepare=prepare, dispatch=dispatch, attention=attention, undispatch=undispatch,
-        supports=supports, resolve_options=resolve_options,
+        supports=supports, resolve_options=resolve_options, schedule=schedule,
         options={"ulysses_degree": "ranks per all-to-all group (default: the largest divisor of the world "
                                    "size, at most half of it and at most LOCAL_WORLD_SIZE, that splits the heads)",
                  "layout": "ring layout: zigzag (default) or contiguous"},

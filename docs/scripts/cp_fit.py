@@ -1,0 +1,34 @@
+"""Fit the inner-kernel cost model of `longca simulate` from the measured one-GPU rows.
+
+    python docs/scripts/cp_fit.py [RESULTS ...]      # default: the H200 dense sweep
+
+Writes core/longca/data/cp_kernel_fit.json (shipped with longca-core) and prints each fit's
+error over its own rows.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from longca.cp.costmodel import FIT_PATH, fit_rows, read_rows, save_fits
+from longca.plugins import get_registry
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT = [ROOT / "docs/results/h200/dense-sweep" / d
+           for d in ("short", "short-rest", "16k", "32k", "fa3-fa4", "long", "long-fa34")]
+
+
+def main(paths: list[Path]) -> None:
+    registry = get_registry()
+    inner = {n for n in registry.names("kernels") if registry.kernel(n).forward_lse is not None}  # a strategy can call
+    fits = {k: by for k, by in fit_rows(read_rows(paths), registry).items() if k in inner}
+    save_fits(fits, FIT_PATH, [str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p) for p in paths])
+    for kernel, by in fits.items():
+        for direction, fit in by.items():
+            print(f"{kernel:10s} {direction}  rows {fit.rows:3d}  median |err| {fit.median_err_pct:5.1f} %  "
+                  f"max {fit.max_err_pct:5.1f} %")
+    print(f"wrote {FIT_PATH}")
+
+
+if __name__ == "__main__":
+    main([Path(a) for a in sys.argv[1:]] or DEFAULT)

@@ -1,0 +1,126 @@
+"""`longca simulate`: CP strategies at any world size, priced from measured rows and a topology model."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+
+from longca.errors import LongcaError
+
+from . import render
+
+COLUMNS = ["strategy", "W", "options", "fwd TF/s", "bwd TF/s", "fwd ms", "bwd ms", "critical", "imbalance %",
+           "calls/rank", "MB/rank fwd", "MB/rank bwd", "exposed % fwd", "exposed % bwd", "peak GB", "measured %",
+           "reason"]
+
+
+def _int_list(text: str, what: str) -> list[int]:
+    try:
+        return [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise LongcaError(f"malformed {what} {text!r}; expected numbers separated by commas, e.g. 8,16,32") from None
+
+
+def _options_text(options: Optional[dict[str, Any]]) -> str:
+    return ",".join(f"{k}={v}" for k, v in (options or {}).items() if k != "layout" or v != "zigzag")
+
+
+def display(row: dict[str, Any]) -> dict[str, Any]:
+    """A simulated row as the table's cells."""
+    cells: dict[str, Any] = {"strategy": row["strategy"], "W": row["world_size"],
+                             "options": _options_text(row.get("strategy_options")), "reason": row.get("reason")}
+    if row["status"] != "ok":
+        cells["fwd TF/s"] = row["status"]
+        return cells
+    sim, bal = row["sim"], row["balance"]
+    for phase in ("fwd", "bwd"):
+        f = sim[phase]
+        cells[f"{phase} TF/s"] = f"{f['tflops']:.0f}"
+        cells[f"{phase} ms"] = f"{f['ms_max']:.3g}"
+        cells[f"exposed % {phase}"] = f"{100 * f['exposed_ms'] / f['ms_max']:.0f}" if f["ms_max"] else "0"
+        cells[f"MB/rank {phase}"] = f"{bal[f'comm_bytes_{phase}_max'] / 1e6:.0f}"
+    cells.update({"critical": sim["fwd"]["critical_rank"], "imbalance %": f"{bal['imbalance_pct']:.1f}",
+                  "calls/rank": bal["calls_max"], "peak GB": f"{row['peak_mem_bytes'] / 1e9:.1f}",
+                  "measured %": f"{100 * sim['measured_share']:.0f}"})
+    return cells
+
+
+def pricing_from(inner: str, topology: str, gpus_per_node: Optional[int], calibration: Optional[Path],
+                 figures: Optional[List[str]], results: Optional[List[Path]], fit: Optional[Path]):
+    from longca.cp.costmodel import fit_rows, load_fits, read_rows
+    from longca.cp.simulate import pricing_for
+    from longca.cp.topology import preset
+
+    from .main import parse_params
+
+    topo = preset(topology)
+    if calibration:
+        topo = topo.with_calibration(calibration)
+    topo = topo.override(gpus_per_node, parse_params(figures, "--set"))
+    if topo.gpus_per_node < 1:
+        raise LongcaError("--gpus-per-node must be positive")
+    fits, _ = load_fits(fit)
+    if results:
+        fits = {**fits, **fit_rows(read_rows(results))}
+    return pricing_for(inner, fits, topo, calibrated=calibration is not None)
+
+
+def simulate(
+    strategy: str = typer.Option("all", help="CP strategies, comma-separated, or all"),
+    world_sizes: str = typer.Option("8,16,32,64", help="world sizes (GPUs), 1 to 1,024, comma-separated"),
+    mask: str = typer.Option("causal", help="mask name (see list-masks)"),
+    seqlen_per_rank: Optional[str] = typer.Option(None, help="tokens per GPU (the paper's weak scaling), e.g. 8k"),
+    seqlen: Optional[str] = typer.Option(None, help="total tokens instead (the same for every world size)"),
+    heads: str = typer.Option("64:8", help="query:kv heads"),
+    head_dim: int = typer.Option(128),
+    batch: int = typer.Option(1),
+    dtype: str = typer.Option("bfloat16"),
+    inner: str = typer.Option("fa3", help="inner kernel, priced from its measured rows"),
+    sampler: str = typer.Option("auto", help="document-length sampler"),
+    seed: int = typer.Option(0),
+    samples: int = typer.Option(3, help="mask draws for document masks (median reported)"),
+    option: Optional[List[str]] = typer.Option(None, "--option", help="strategy option, e.g. ulysses_degree=8"),
+    topology: str = typer.Option("h200-sxm", help="h100-sxm or h200-sxm"),
+    gpus_per_node: Optional[int] = typer.Option(None, help="GPUs per node (default: the preset's 8)"),
+    calibration: Optional[Path] = typer.Option(None, help="calibration file written by longca comm-bench"),
+    figure: Optional[List[str]] = typer.Option(None, "--set", help="topology figure, e.g. inter.p2p.bandwidth_gbs=40"),
+    results: Optional[List[Path]] = typer.Option(None, "--results", help="refit the kernel from these result rows"),
+    fit: Optional[Path] = typer.Option(None, help="kernel fit file (default: the one shipped, from the H200 rows)"),
+    output: Optional[Path] = typer.Option(None, help="also append the simulated rows to OUTPUT/results.jsonl"),
+    fmt: str = typer.Option("table", "--format", "-f", help="table or json"),
+) -> None:
+    """Simulate CP strategies: per-GPU TFLOP/s, step times, balance, communication and memory per GPU."""
+    if fmt not in ("table", "json"):
+        raise LongcaError(f"unknown format {fmt!r}; known: table, json")
+    if (seqlen is None) == (seqlen_per_rank is None):
+        raise LongcaError("give exactly one of --seqlen-per-rank and --seqlen")
+    from longca.cp.simulate import Grid, simulate_grid
+    from longca.plugins import get_registry
+    from longca.results import ResultsWriter
+    from longca.sizes import parse_heads, parse_size
+
+    from .dist_run import _strategies
+    from .main import parse_params
+
+    hq, hkv = parse_heads(heads)
+    pricing = pricing_from(inner, topology, gpus_per_node, calibration, figure, results, fit)
+    get_registry().kernel(inner)
+    get_registry().mask(mask)
+    names = _strategies(strategy)
+    grid = Grid(names, _int_list(world_sizes, "--world-sizes"), mask, inner, hq, hkv, head_dim,
+                parse_size(seqlen) if seqlen else None, parse_size(seqlen_per_rank) if seqlen_per_rank else None,
+                dtype, "fwdbwd", sampler, seed, batch, samples, parse_params(option, "--option"))
+    rows = simulate_grid(grid, pricing)
+    if output:
+        writer = ResultsWriter(output / "results.jsonl")
+        for row in rows:
+            writer.append(row)
+    if fmt == "json":
+        render.listing(rows, "json", [])
+        return
+    topo = pricing.topology
+    typer.echo(f"simulated: inner {inner} priced from measured rows (fit median error fwd "
+               f"{pricing.fwd.median_err_pct:.1f} %, bwd {pricing.bwd.median_err_pct:.1f} %); comm {topo.name}, "
+               f"{topo.gpus_per_node} GPUs per node{' + calibration' if pricing.calibrated else ''}")
+    typer.echo(render.table([display(r) for r in rows], COLUMNS))
