@@ -44,12 +44,17 @@ def _fill(total: int, draw) -> np.ndarray:
     return np.array(lengths, dtype=np.int64)
 
 
-def sample_corpus(corpus: str, total: int, rng: np.random.Generator) -> np.ndarray:
+def sample_corpus(corpus: str, total: int, rng: np.random.Generator, max_len: int = 0) -> np.ndarray:
+    """Lengths drawn from the corpus distribution; with `max_len`, each capped at it (0: no cap)."""
     lows, highs, probs = load_buckets(corpus)
+    cap = int(max_len) if max_len else None
+    if cap is not None and cap < 1:
+        raise LongcaError(f"{corpus} sampler: max_len must be positive, got {max_len}")
 
     def draw() -> int:
         i = rng.choice(len(probs), p=probs)
-        return rng.integers(lows[i], highs[i])
+        n = int(rng.integers(lows[i], highs[i]))
+        return min(n, cap) if cap else n
 
     return _fill(total, draw)
 
@@ -63,7 +68,7 @@ def auto_corpus(total: int) -> str:
 
 
 def _corpus_sampler(corpus: str):
-    return lambda total, rng: sample_corpus(corpus, total, rng)
+    return lambda total, rng, max_len=0: sample_corpus(corpus, total, rng, max_len)
 
 
 def sample_uniform(total: int, rng: np.random.Generator, min_len: int = 1, max_len: int = 0) -> np.ndarray:
@@ -84,7 +89,8 @@ def sample_auto(total: int, rng: np.random.Generator) -> np.ndarray:
 
 @hookimpl
 def longca_samplers() -> list[SamplerSpec]:
-    specs = [SamplerSpec(name, desc, _corpus_sampler(name)) for name, desc in CORPORA.items()]
+    specs = [SamplerSpec(name, desc, _corpus_sampler(name), {"max_len": "cap on a document's length (default none)"})
+             for name, desc in CORPORA.items()]
     specs.append(SamplerSpec("uniform", "lengths uniform in [min_len, max_len] (default 1 and total/4)",
                              sample_uniform, {"min_len": "shortest document", "max_len": "longest document"}))
     specs.append(SamplerSpec("fixed", "every document doc_len tokens (default total/8), the last truncated",

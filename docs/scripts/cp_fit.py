@@ -1,28 +1,37 @@
-"""Fit the inner-kernel cost model of `longca simulate` from the measured one-GPU rows.
+"""Fit the cost model of `longca simulate` from measured rows.
 
-    python docs/scripts/cp_fit.py [RESULTS ...]      # default: the H200 dense sweep
+    python docs/scripts/cp_fit.py
 
-Writes core/longca/data/cp_kernel_fit.json (shipped with longca-core) and prints each fit's
-error over its own rows.
+The inner kernels from the H200 dense sweep (one-GPU rows), then the per-call overhead of CP
+steps from the two-GPU CP rows (docs/results/h200x2/cp, fa2 inside). Writes
+core/longca/data/cp_kernel_fit.json (shipped with longca-core) and prints each fit's error.
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+from longca.cp.calibrate import call_overhead_misses, fit_call_overhead
 from longca.cp.costmodel import FIT_PATH, fit_rows, read_rows, save_fits
+from longca.cp.simulate import pricing_for
+from longca.cp.topology import preset
 from longca.plugins import get_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = [ROOT / "docs/results/h200/dense-sweep" / d
            for d in ("short", "short-rest", "16k", "32k", "fa3-fa4", "long", "long-fa34")]
+CP_ROWS = ROOT / "docs/results/h200x2/cp"
 
 
 def main(paths: list[Path]) -> None:
     registry = get_registry()
     inner = {n for n in registry.names("kernels") if registry.kernel(n).forward_lse is not None}  # a strategy can call
     fits = {k: by for k, by in fit_rows(read_rows(paths), registry).items() if k in inner}
-    save_fits(fits, FIT_PATH, [str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p) for p in paths])
+    misses = call_overhead_misses(read_rows([CP_ROWS]), pricing_for("fa2", fits, preset("h200-sxm")))
+    overhead = {**fit_call_overhead(misses), "rows": len(misses), "source": str(CP_ROWS.relative_to(ROOT))}
+    print(f"per-call overhead of CP steps: {overhead}")
+    save_fits(fits, FIT_PATH, [str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p) for p in paths],
+              overhead)
     for kernel, by in fits.items():
         for direction, fit in by.items():
             print(f"{kernel:10s} {direction}  rows {fit.rows:3d}  median |err| {fit.median_err_pct:5.1f} %  "

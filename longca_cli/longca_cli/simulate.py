@@ -48,22 +48,18 @@ def display(row: dict[str, Any]) -> dict[str, Any]:
 
 def pricing_from(inner: str, topology: str, gpus_per_node: Optional[int], calibration: Optional[Path],
                  figures: Optional[List[str]], results: Optional[List[Path]], fit: Optional[Path]):
-    from longca.cp.costmodel import fit_rows, load_fits, read_rows
-    from longca.cp.simulate import pricing_for
+    from longca.cp.simulate import default_pricing
     from longca.cp.topology import preset
 
     from .main import parse_params
 
+    if gpus_per_node is not None and gpus_per_node < 1:
+        raise LongcaError("--gpus-per-node must be positive")
     topo = preset(topology)
     if calibration:
         topo = topo.with_calibration(calibration)
     topo = topo.override(gpus_per_node, parse_params(figures, "--set"))
-    if topo.gpus_per_node < 1:
-        raise LongcaError("--gpus-per-node must be positive")
-    fits, _ = load_fits(fit)
-    if results:
-        fits = {**fits, **fit_rows(read_rows(results))}
-    return pricing_for(inner, fits, topo, calibrated=calibration is not None)
+    return default_pricing(inner, topo, fit, results, calibrated=calibration is not None)
 
 
 def simulate(

@@ -155,18 +155,23 @@ def read_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
     return out
 
 
-def save_fits(fits: dict[str, dict[str, KernelFit]], path: Path, sources: list[str]) -> None:
-    doc = {"tile": TILE, "masks": list(FIT_MASKS), "sources": sources,
+def save_fits(fits: dict[str, dict[str, KernelFit]], path: Path, sources: list[str],
+              call_overhead: Optional[dict[str, Any]] = None) -> None:
+    doc = {"tile": TILE, "masks": list(FIT_MASKS), "sources": sources, "call_overhead_ms": call_overhead or {},
            "kernels": {k: {d: asdict(f) for d, f in by.items()} for k, by in fits.items()}}
     Path(path).write_text(json.dumps(doc, indent=1) + "\n")
 
 
-def load_fits(path: Optional[Path] = None) -> tuple[dict[str, dict[str, KernelFit]], list[str]]:
-    """The fits shipped with longca (from docs/results/h200, `docs/scripts/cp_fit.py`) or another file."""
-    doc = json.loads(Path(path or FIT_PATH).read_text())
-    fits = {k: {d: KernelFit(**{**f, "work_range": tuple(f["work_range"])}) for d, f in by.items()}
-            for k, by in doc["kernels"].items()}
-    return fits, doc.get("sources", [])
+def load_fits(path: Optional[Path] = None) -> tuple[dict[str, dict[str, KernelFit]], dict[str, Any]]:
+    """The fits shipped with longca (from docs/results/h200, `docs/scripts/cp_fit.py`) or another file,
+    and the file's other fields (sources, the per-call overhead of CP steps)."""
+    try:
+        doc = json.loads(Path(path or FIT_PATH).read_text())
+        fits = {k: {d: KernelFit(**{**f, "work_range": tuple(f["work_range"])}) for d, f in by.items()}
+                for k, by in doc["kernels"].items()}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LongcaError(f"cannot read kernel fit {path or FIT_PATH}: {exc}") from None
+    return fits, {k: v for k, v in doc.items() if k != "kernels"}
 
 
 def kernel_fit(fits: dict[str, dict[str, KernelFit]], kernel: str, direction: str) -> KernelFit:

@@ -36,14 +36,23 @@ from .topology import Topology
 # bytes moved per output element by the float32 lse merge of one call (`merge.merge_`: read and write the
 # float32 accumulator twice, the call's output once, its float copy and weights) and by a gradient sum
 MERGE_BYTES, GRAD_BYTES, CAST_BYTES = 34, 10, 6
+# device-memory bytes moved per byte of a collective by the copies around it in `comm`: the all-to-all
+# makes its input contiguous and permutes its output (read + write each); the all-gather's output is
+# reordered into the global sequence (`Layout.assemble`); the reduce-scatter's input is stacked first
+COPY_BYTES = {"all_to_all": 4, "all_gather": 2, "reduce_scatter": 2}
 
 
 @dataclass
 class Pricing:
+    """How calls and transfers are priced. `call_overhead_ms`: the host and bookkeeping cost of each
+    inner call beyond a lone one (cropping, packing, the Python of the step), per direction; fitted
+    from measured two-GPU rows (`costmodel.fit_call_overhead`)."""
+
     fwd: KernelFit
     bwd: KernelFit
     topology: Topology
     calibrated: bool = False
+    call_overhead_ms: Optional[dict[str, float]] = None
 
 
 def _step_times(rc: RankCalls, pricing: Pricing, problem: Problem) -> tuple[np.ndarray, np.ndarray, float]:
@@ -63,8 +72,10 @@ def _step_times(rc: RankCalls, pricing: Pricing, problem: Problem) -> tuple[np.n
     per_row = np.where(first, CAST_BYTES, MERGE_BYTES)
     merge = 0.0 if single else per_row * rows * rc.heads_q * elem / hbm
     grads = 0.0 if single else GRAD_BYTES * (rows * rc.heads_q + 2 * keys * rc.heads_kv) * elem / hbm
-    fwd = np.bincount(rc.step, weights=kernel_f + merge, minlength=rc.steps)
-    bwd = np.bincount(rc.step, weights=kernel_b + grads, minlength=rc.steps)
+    extra = pricing.call_overhead_ms or {}
+    over_f, over_b = (0.0, 0.0) if single else (extra.get("fwd", 0.0), extra.get("bwd", 0.0))
+    fwd = np.bincount(rc.step, weights=kernel_f + merge + over_f, minlength=rc.steps)
+    bwd = np.bincount(rc.step, weights=kernel_b + grads + over_b, minlength=rc.steps)
     if not single and len(t):
         fwd[-1] += CAST_BYTES * local_rows * rc.heads_q * elem / hbm
     priced = kernel_f.sum() + kernel_b.sum()
@@ -114,8 +125,10 @@ def _ring_backward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, 
 
 
 def _op_ms(ops, topo: Topology, phase: str, kind: str, ring: str = "") -> float:
-    return sum(topo.op_ms(op) * op.count for op in ops if op.phase == phase and op.kind == kind
-               and (not ring or op.ring == ring))
+    """Exposed time of these collectives, with the copies the code makes around each (`COPY_BYTES`)."""
+    hbm = topo.hbm_gbs * 1e6
+    return sum((topo.op_ms(op) + COPY_BYTES.get(op.kind, 0) * op.nbytes / hbm) * op.count for op in ops
+               if op.phase == phase and op.kind == kind and (not ring or op.ring == ring))
 
 
 def _ring_link_ms(sched: RingSchedule, topo: Topology, phase: str, ring: str) -> np.ndarray:
@@ -152,9 +165,8 @@ def _simulate_ring(sched: RingSchedule, pricing: Pricing, problem: Problem) -> d
     a2a = {phase: np.array([max(_op_ms(sched.comm(p * sched.head_degree + u), topo, phase, "all_to_all")
                                 for u in range(sched.head_degree)) for p in range(r)]) for phase in ("fwd", "bwd")}
     ops0 = sched.comm(0)
-    before = {"fwd": sum(topo.op_ms(op) * op.count for op in ops0 if op.phase == "fwd" and op.kind == "all_to_all"
-                         and op.what in ("q", "k,v")),
-              "bwd": sum(topo.op_ms(op) * op.count for op in ops0 if op.phase == "bwd" and op.what == "dout")}
+    before = {"fwd": _op_ms([op for op in ops0 if op.what in ("q", "k,v")], topo, "fwd", "all_to_all"),
+              "bwd": _op_ms([op for op in ops0 if op.what == "dout"], topo, "bwd", "all_to_all")}
     total0 = {phase: _op_ms(ops0, topo, phase, "all_to_all") for phase in ("fwd", "bwd")}
     frac = {phase: (before[phase] / total0[phase] if total0[phase] > 0 else 0.0) for phase in ("fwd", "bwd")}
     out = {}
@@ -221,15 +233,31 @@ def simulate_mask(problem: Problem, mask, options: dict[str, Any], pricing: Pric
     for phase in ("fwd", "bwd"):
         end, compute = sim[phase]
         critical = int(np.argmax(end))
-        out[phase] = {"ms_max": float(end.max()), "ms_mean": float(end.mean()), "critical_rank": critical,
+        # repeated steps: a rank's next step meets the others in its first transfer, so every rank
+        # waits for the slowest (the measured rows' ms_max_rank and mean agree within 1 %)
+        mean = float(end.max()) if problem.world_size > 1 else float(end.mean())
+        out[phase] = {"ms_max": float(end.max()), "ms_mean": mean, "critical_rank": critical,
                       "compute_ms": float(compute[critical]), "exposed_ms": float(end[critical] - compute[critical]),
                       "peak_mem_bytes": peak_memory(sched, phase)}
     out["area"] = mask.area
     return out
 
 
-def pricing_for(kernel: str, fits, topology: Topology, calibrated: bool = False) -> Pricing:
-    return Pricing(kernel_fit(fits, kernel, "fwd"), kernel_fit(fits, kernel, "bwd"), topology, calibrated)
+def pricing_for(kernel: str, fits, topology: Topology, calibrated: bool = False,
+                call_overhead_ms: Optional[dict[str, float]] = None) -> Pricing:
+    return Pricing(kernel_fit(fits, kernel, "fwd"), kernel_fit(fits, kernel, "bwd"), topology, calibrated,
+                   call_overhead_ms)
+
+
+def default_pricing(kernel: str, topology: Topology, fit_path=None, results=None, calibrated: bool = False) -> Pricing:
+    """Pricing from the shipped fit file (or `fit_path`), kernels refitted from `results` rows if given."""
+    from .costmodel import fit_rows, load_fits, read_rows
+
+    fits, doc = load_fits(fit_path)
+    if results:
+        fits = {**fits, **fit_rows(read_rows(results))}
+    overhead = {k: float(v) for k, v in (doc.get("call_overhead_ms") or {}).items() if k in ("fwd", "bwd")}
+    return pricing_for(kernel, fits, topology, calibrated, overhead)
 
 
 def simulate(problem: Problem, options: dict[str, Any], pricing: Pricing, samples: int = 1,
