@@ -42,6 +42,9 @@ def test_dist_run_prints_one_ok_row(strategy, nproc, extra):
     assert (row["status"], row["strategy"], row["kernel"], row["world_size"]) == ("ok", strategy, "reference", int(nproc))
     assert row["rel_err"] < 1e-5 and row["ms_median"] > 0 and row["ms_max_rank"] >= row["ms_median"] * 0.999
     assert row["tflops"] > 0 and row["backend"] == "longca.reference"
+    balance = row["balance"]  # from the strategy's schedule: every rank's share of the mask
+    assert balance["area_mean"] * int(nproc) == pytest.approx(row["area"]) and balance["calls_max"] >= 1
+    assert balance["imbalance_pct"] >= 0 and (balance["comm_bytes_fwd_max"] > 0) == (int(nproc) > 1)
     if "--direction" in extra:
         assert set(row["rel_err_detail"]) == {"out", "dq", "dk", "dv"}
     if strategy == "usp":
@@ -79,3 +82,26 @@ def test_dist_run_under_torchrun():
     assert [(r["strategy"], r["status"], r["world_size"]) for r in rows] == [("ring-p2p", "ok", 2),
                                                                             ("ring-allgather", "ok", 2)]
     assert max(r["rel_err"] for r in rows) < 1e-5
+
+
+def test_dist_run_on_two_node_agents():
+    """Two torchrun agents (one per 'node', 2 ranks each) meet through c10d rendezvous: 4 ranks, 2 per node."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
+           "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "longca-test",
+           "-m", "longca_cli.main", "dist-run", "--strategy", "usp,loongtrain", "--check", "--direction", "fwdbwd",
+           "--mask", "causal_document", *SMALL]
+    agents = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [a.communicate(timeout=300) for a in agents]
+    assert all(a.returncode == 0 for a in agents), outs[0][1][-3000:] + outs[1][1][-3000:]
+    rows = [json.loads(line) for out, _ in outs for line in out.splitlines() if line.startswith("{")]
+    assert [(r["strategy"], r["status"], r["world_size"]) for r in rows] == [("usp", "ok", 4), ("loongtrain", "ok", 4)]
+    assert max(r["rel_err"] for r in rows) < 1e-5
+    # the head-parallel groups stay inside a node (LOCAL_WORLD_SIZE = 2): all-to-all on the fast links
+    assert rows[0]["strategy_options"]["ulysses_degree"] == 2 and rows[1]["strategy_options"]["head_degree"] == 2

@@ -11,7 +11,7 @@ from longca.errors import LongcaError
 from . import render
 
 COLUMNS = ["strategy", "W", "options", "fwd TF/s", "bwd TF/s", "fwd ms", "bwd ms", "critical", "imbalance %",
-           "calls/rank", "MB/rank fwd", "MB/rank bwd", "exposed % fwd", "exposed % bwd", "peak GB", "measured %",
+           "calls/rank", "MB/rank fwd", "MB/rank bwd", "waiting % fwd", "waiting % bwd", "peak GB", "measured %",
            "reason"]
 
 
@@ -38,7 +38,7 @@ def display(row: dict[str, Any]) -> dict[str, Any]:
         f = sim[phase]
         cells[f"{phase} TF/s"] = f"{f['tflops']:.0f}"
         cells[f"{phase} ms"] = f"{f['ms_max']:.3g}"
-        cells[f"exposed % {phase}"] = f"{100 * f['exposed_ms'] / f['ms_max']:.0f}" if f["ms_max"] else "0"
+        cells[f"waiting % {phase}"] = f"{100 * f['exposed_ms'] / f['ms_max']:.0f}" if f["ms_max"] else "0"
         cells[f"MB/rank {phase}"] = f"{bal[f'comm_bytes_{phase}_max'] / 1e6:.0f}"
     cells.update({"critical": sim["fwd"]["critical_rank"], "imbalance %": f"{bal['imbalance_pct']:.1f}",
                   "calls/rank": bal["calls_max"], "peak GB": f"{row['peak_mem_bytes'] / 1e9:.1f}",
@@ -113,7 +113,7 @@ def simulate(
         for row in rows:
             writer.append(row)
     if fmt == "json":
-        render.listing(rows, "json", [])
+        render.listing([r.model_dump() for r in rows], "json", [])
         return
     topo = pricing.topology
     typer.echo(f"simulated: inner {inner} priced from measured rows (fit median error fwd "

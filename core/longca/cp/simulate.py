@@ -27,7 +27,7 @@ from ..errors import LongcaError, UnsupportedError
 from ..flops import attention_flops
 from ..plugins import Registry, get_registry
 from ..problem import Problem, build_mask
-from ..results import new_row
+from ..results import ResultRow, new_row
 from .accounting import balance_of, median_balance, rank_totals, schedule_of
 from .costmodel import KernelFit, kernel_fit, table_features, tflops
 from .schedule import ELEMENT_BYTES, GatherSchedule, RankCalls, RingSchedule, Schedule
@@ -261,21 +261,21 @@ def default_pricing(kernel: str, topology: Topology, fit_path=None, results=None
 
 
 def simulate(problem: Problem, options: dict[str, Any], pricing: Pricing, samples: int = 1,
-             registry: Optional[Registry] = None) -> dict[str, Any]:
+             registry: Optional[Registry] = None) -> ResultRow:
     """A simulated result row (`simulated: true`) for `problem.direction`, with every figure in `sim`.
 
     `ms_median` is the mean rank time and `tflops` TFLOP/s per GPU from it, as in measured CP
     rows; `ms_max_rank` the critical rank's. Document masks: the median over `samples` draws.
     """
     registry = registry or get_registry()
-    row = new_row(problem)
-    row.update(simulated=True, strategy_options=dict(options), status="ok")
+    row = new_row(problem, status="ok", strategy_options=dict(options), simulated=True)
+    row.case_id = f"sim-{row.case_id}"  # never taken for the measured row of the same case
     try:
         draws = samples if registry.mask(problem.mask).uses_documents else 1
         results = [simulate_mask(problem, build_mask(problem, i, registry), options, pricing, registry)
                    for i in range(max(1, draws))]
     except UnsupportedError as exc:
-        row.update(status="unsupported", reason=str(exc))
+        row.status, row.reason = "unsupported", str(exc)
         return row
     phases = ("fwd", "bwd") if problem.direction == "fwdbwd" else (problem.direction,)
     med = lambda f: float(np.median([f(r) for r in results]))  # noqa: E731
@@ -296,11 +296,12 @@ def simulate(problem: Problem, options: dict[str, Any], pricing: Pricing, sample
         figures["tflops_slowest"] = med(lambda r: tflops(per_gpu(r, phase), r[phase]["ms_max"]))
         sim[phase] = figures
     total = lambda r, key: sum(r[p][key] for p in phases)  # noqa: E731
-    row.update(area=area, flops=flops, ms_median=med(lambda r: total(r, "ms_mean")),
-               ms_max_rank=med(lambda r: total(r, "ms_max")), samples=len(results),
-               tflops=med(lambda r: tflops(sum(per_gpu(r, p) for p in phases), total(r, "ms_mean"))),
-               peak_mem_bytes=max(sim[p]["peak_mem_bytes"] for p in phases),
-               balance=median_balance([r["balance"] for r in results]), sim=sim)
+    for name, value in dict(area=area, flops=flops, ms_median=med(lambda r: total(r, "ms_mean")),
+                            ms_max_rank=med(lambda r: total(r, "ms_max")), samples=len(results),
+                            tflops=med(lambda r: tflops(sum(per_gpu(r, p) for p in phases), total(r, "ms_mean"))),
+                            peak_mem_bytes=max(sim[p]["peak_mem_bytes"] for p in phases),
+                            balance=median_balance([r["balance"] for r in results]), sim=sim).items():
+        setattr(row, name, value)
     return row
 
 
@@ -364,7 +365,7 @@ class Grid:
         return out
 
 
-def simulate_grid(grid: Grid, pricing: Pricing, registry: Optional[Registry] = None) -> list[dict[str, Any]]:
+def simulate_grid(grid: Grid, pricing: Pricing, registry: Optional[Registry] = None) -> list[ResultRow]:
     """One simulated row per (world size, strategy); options each strategy declares are passed to it."""
     registry = registry or get_registry()
     rows = []

@@ -1,0 +1,75 @@
+"""The simulator: consistent with the kernel fit at one rank, fast at 1,024, topology rules, the CLI."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from longca.cp.costmodel import load_fits, pair_table, table_features
+from longca.cp.schedule import CommOp
+from longca.cp.simulate import Grid, default_pricing, resolve_for, simulate, simulate_grid
+from longca.cp.topology import preset
+from longca.problem import Problem, build_mask
+
+
+def _problem(strategy, world, mask="causal", per_rank=8192, direction="fwd"):
+    return Problem(kernel="fa3", mask=mask, seqlen=per_rank * world, heads_q=64, heads_kv=8, head_dim=128,
+                   direction=direction, device="cuda", strategy=strategy, world_size=world)
+
+
+def test_one_rank_is_the_kernel_alone():
+    pricing = default_pricing("fa3", preset("h200-sxm"))
+    problem = _problem("ring-p2p", 1)
+    row = simulate(problem, resolve_for(problem, {}, 8), pricing)
+    mask = build_mask(problem, 0)
+    alone = pricing.fwd.price(table_features(pair_table(mask.slices, [(0, 8192)], [(0, 8192)]), 64)).sum()
+    assert row["simulated"] and row["status"] == "ok"
+    assert row["ms_median"] == pytest.approx(alone)
+
+
+def test_a_1024_rank_ring_is_simulated_with_exact_balance():
+    pricing = default_pricing("fa3", preset("h200-sxm"))
+    problem = _problem("ring-p2p", 1024, per_rank=4096)
+    row = simulate(problem, resolve_for(problem, {}, 8), pricing)
+    assert row["status"] == "ok" and row["balance"]["calls_total"] > 1024 * 1000
+    assert row["balance"]["imbalance_pct"] < 0.5  # zigzag on causal
+    assert 0 < row["tflops"] < 1000
+
+
+def test_refusals_and_node_rules():
+    pricing = default_pricing("fa3", preset("h200-sxm"))
+    rows = simulate_grid(Grid(["ulysses", "usp"], [96], "full", "fa3", 64, 8, seqlen_per_rank=1024, samples=1), pricing)
+    assert rows[0]["status"] == "unsupported" and "96" in rows[0]["reason"]
+    assert rows[1]["status"] == "ok" and rows[1]["strategy_options"]["ulysses_degree"] <= 8  # stays on a node
+    topo = preset("h200-sxm")
+    near, far = CommOp("fwd", "p2p", "k,v", 10**8, (0, 1)), CommOp("fwd", "p2p", "k,v", 10**8, (7, 8))
+    assert topo.op_ms(far) > 5 * topo.op_ms(near)
+    spans = CommOp("fwd", "all_to_all", "q", 10**8, tuple(range(16)))
+    assert topo.op_ms(spans) > topo.op_ms(CommOp("fwd", "all_to_all", "q", 10**8, tuple(range(8))))
+    faster = topo.override(figures={"inter.p2p.bandwidth_gbs": 400})
+    assert faster.op_ms(far) < topo.op_ms(far)
+
+
+def test_fit_file_has_every_inner_kernel_with_rows():
+    fits, doc = load_fits()
+    assert {"fa2", "fa3"} <= set(fits) and doc["call_overhead_ms"]["fwd"] > 0
+    assert fits["fa3"]["fwd"].median_err_pct < 15
+
+
+def test_simulate_cli(tmp_path):
+    calib = tmp_path / "calib.json"
+    calib.write_text(json.dumps({"machine": "test", "intra": {"p2p": {"bandwidth_gbs": 1.0, "latency_us": 5}}}))
+    run = lambda *a: subprocess.run([sys.executable, "-m", "longca_cli.main", "simulate", *a],  # noqa: E731
+                                    capture_output=True, text=True)
+    out = run("--world-sizes", "8,16", "--mask", "causal", "--seqlen-per-rank", "4k", "--heads", "64:8")
+    assert out.returncode == 0, out.stderr
+    for name in ("ulysses", "ring-p2p", "ring-allgather", "usp", "loongtrain"):
+        assert name in out.stdout
+    slow = run("--strategy", "ring-p2p", "--world-sizes", "8", "--seqlen-per-rank", "4k", "--calibration", str(calib),
+               "--format", "json")
+    fast = run("--strategy", "ring-p2p", "--world-sizes", "8", "--seqlen-per-rank", "4k", "--format", "json")
+    assert json.loads(slow.stdout)[0]["ms_median"] > json.loads(fast.stdout)[0]["ms_median"]
+    bad = run("--world-sizes", "2048", "--seqlen-per-rank", "1k")
+    assert bad.returncode == 2 and "1,024" in bad.stderr and "Traceback" not in bad.stderr
