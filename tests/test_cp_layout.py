@@ -10,7 +10,6 @@ from longca.cp.calls import pair_calls
 from longca.cp.hybrid import default_head_degree, heads_unsupported, hybrid_unsupported, kv_repeat
 from longca.cp.layout import Layout, contiguous, merge_runs, subdivide, zigzag
 from longca.cp.merge import OutputAccumulator, merge_
-from longca.cp.ring import RingPlan
 from longca.errors import UnsupportedError
 from longca.masks import slices as sl
 from longca.masks.catalog import STATIC_MASKS
@@ -109,10 +108,15 @@ def test_merge_keeps_empty_rows_empty():
 
 @pytest.mark.parametrize("size,windows", [(1, 1), (4, 1), (4, 2), (8, 2), (8, 4), (6, 3)])
 def test_double_ring_visits_every_source_once(size, windows):
+    from longca.cp.schedule import RingSchedule
+
+    problem = Problem(kernel="reference", mask="causal", seqlen=16 * size, world_size=size)
+    schedule = RingSchedule(problem, build_mask(problem).slices, 1, windows, "zigzag")
     for position in range(size):
-        plan = RingPlan(size, position, windows, inner=None, calls={})
-        seen = [plan.source(o, t) for o in range(windows) for t in range(plan.window)]
+        seen = [schedule.source(position, o, t) for o in range(windows) for t in range(schedule.window)]
         assert sorted(seen) == list(range(size)) and seen[0] == position
+        steps = schedule.step_of(position, np.array(seen))
+        assert list(steps) == list(range(size))  # step_of inverts source
 
 
 def _problem(**kw):

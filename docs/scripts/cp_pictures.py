@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 
 from longca.cp.calls import pair_calls  # noqa: E402
 from longca.cp.layout import contiguous, zigzag  # noqa: E402
-from longca.cp.ring import RingPlan  # noqa: E402
+from longca.cp.schedule import RingSchedule  # noqa: E402
 from longca.masks import slices as sl  # noqa: E402
 from longca.problem import Problem, build_mask  # noqa: E402
 
@@ -75,7 +75,9 @@ def layouts(path: Path) -> None:
 def _schedule(ax, size: int, windows: int, title: str) -> None:
     w = size // windows
     steps = [(o, t) for o in range(windows) for t in range(w)]
-    grid = np.array([[RingPlan(size, p, windows, None, {}).source(o, t) for o, t in steps] for p in range(size)])
+    ring = Problem(kernel="reference", mask="full", seqlen=2 * size, world_size=size)
+    schedule = RingSchedule(ring, build_mask(ring).slices, 1, windows, "zigzag")
+    grid = np.array([[schedule.source(p, o, t) for o, t in steps] for p in range(size)])
     ax.imshow(grid, cmap="tab10" if size <= 10 else "tab20", vmin=0, vmax=9 if size <= 10 else 19, aspect="auto")
     for p in range(size):
         for j in range(len(steps)):
