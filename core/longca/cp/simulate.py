@@ -351,6 +351,7 @@ class Grid:
     batch: int = 1
     samples: int = 3
     options: Optional[dict[str, Any]] = None
+    sampler_params: Optional[dict[str, Any]] = None
 
     def problems(self) -> list[Problem]:
         out = []
@@ -361,7 +362,8 @@ class Grid:
                 out.append(Problem(kernel=self.inner, mask=self.mask, seqlen=seqlen, heads_q=self.heads_q,
                                    heads_kv=self.heads_kv, head_dim=self.head_dim, batch=self.batch,
                                    dtype=self.dtype, direction=self.direction, device="cuda", sampler=self.sampler,
-                                   seed=self.seed, strategy=strategy, world_size=world))
+                                   sampler_params=dict(self.sampler_params or {}), seed=self.seed,
+                                   strategy=strategy, world_size=world))
         return out
 
 

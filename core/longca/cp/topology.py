@@ -7,7 +7,10 @@ ranks takes
 
 with the figures of the slowest link the group spans: inside a node (NVLink) when every member
 is on one node, else across nodes (InfiniBand). An all-to-all that spans nodes sends the part
-for other nodes over InfiniBand while the on-node part goes over NVLink, at the same time.
+for other nodes over each GPU's own NIC while the on-node part goes over NVLink, at the same
+time. An all-gather or reduce-scatter that spans nodes runs as NCCL's rings do, one ring per
+NIC: the k members a node holds cross nodes on k NICs at once, so its bus bandwidth is k times a
+NIC's (at most NVLink's). A send/recv between nodes uses one NIC.
 
 The presets are datasheet figures times an efficiency that is an assumption, not a measurement:
 NVLink 4 gives 900 GB/s per GPU in both directions together (NVIDIA H100 and H200 SXM
@@ -62,12 +65,16 @@ class Topology:
         nodes = {self.node(r) for r in op.ranks}
         if len(nodes) == 1:
             return self.intra[op.kind].ms(share)
+        on_node = n / len(nodes)
         if op.kind == "all_to_all":  # on-node part over NVLink while the rest crosses InfiniBand
-            on_node = n / len(nodes)
             off = op.nbytes * (n - on_node) / n
             near = op.nbytes * (on_node - 1) / n
             return max(self.inter[op.kind].ms(off), self.intra[op.kind].ms(near))
-        return self.inter[op.kind].ms(share)
+        # ring collectives: one ring per NIC, each crossing nodes on its own NIC, so the group's members
+        # on a node add their NICs' bandwidth up (bounded by NVLink)
+        link = self.inter[op.kind]
+        bandwidth = min(self.intra[op.kind].bandwidth_gbs, link.bandwidth_gbs * on_node)
+        return Link(bandwidth, link.latency_us).ms(share)
 
     def with_calibration(self, path: Path) -> "Topology":
         """Figures measured by `longca comm-bench` replace the preset's where present."""
