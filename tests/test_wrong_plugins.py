@@ -5,12 +5,17 @@ pass: tests/test_plugin_conformance.py and the suites' own tests).
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from longca import plugin, reference
 from longca.plugins import PluginInfo, load_registry
+from longca.testing.mask_suite import check_mask
+from longca.testing.sampler_suite import check_sampler
+from longca.testing.strategy_suite import check_strategy, register_modules
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +82,50 @@ def test_kernel_returning_heads_first_layout(registry):
     message = report.failures["mask-causal-fwd-cpu"]
     assert "run() returned shape (1, 4, 256, 64), expected (batch, seqlen, heads_q, head_dim) = (1, 256, 4, 64)" \
         in message and "that is (batch, heads, seqlen, head_dim)" in message, message
+
+
+# ---- masks, samplers, strategies: tests/fixtures/wrong_plugins/longca_wrong_plugins.py
+
+WRONG_DIR = Path(__file__).resolve().parent / "fixtures" / "wrong_plugins"
+WRONG_MODULE = "longca_wrong_plugins"
+
+
+@pytest.fixture(scope="module")
+def wrong_registry():
+    sys.path.insert(0, str(WRONG_DIR))
+    registry = load_registry()
+    register_modules(registry, (WRONG_MODULE,))
+    yield registry
+    sys.path.remove(str(WRONG_DIR))
+
+
+def test_mask_with_overlapping_slices(wrong_registry):
+    report = check_mask("causal_twice", wrong_registry)
+    assert {"build", "area", "deterministic", "forms"} <= set(report.failures), report.summary()
+    message = report.failures["build"]
+    assert "mask 'causal_twice' of plugin longca_wrong_plugins ((not installed))" in message, message
+    assert "both contain the pair (query 0, key 0); slices must be disjoint" in message, message
+
+
+def test_mask_is_validated_when_a_run_builds_it(wrong_registry):
+    with pytest.raises(plugin.LongcaError, match="mask 'causal_twice' of plugin longca_wrong_plugins.*disjoint"):
+        plugin.build_mask("causal_twice", 256, registry=wrong_registry)
+    with pytest.raises(ValueError, match="slice 0 .* has type 7"):
+        plugin.Mask("bad", 16, {}, plugin.slices_array([(0, 16, 0, 16, 7)]))
+    with pytest.raises(ValueError, match="ranges outside"):
+        plugin.Mask("bad", 16, {}, plugin.slices_array([(8, 4, 0, 16, plugin.FULL)]))
+
+
+def test_sampler_whose_lengths_do_not_sum_to_the_total(wrong_registry):
+    report = check_sampler("short_by_one", wrong_registry)
+    assert set(report.failures) == {"sums"}, report.summary()
+    assert "they must sum to the 7 tokens asked for" in report.failures["sums"] or \
+        "summing to" in report.failures["sums"], report.failures["sums"]
+
+
+def test_strategy_dropping_a_ranks_keys(wrong_registry):
+    report = check_strategy("drops_last_rank_keys", wrong_registry, world_sizes=(2,), plugin_modules=(WRONG_MODULE,))
+    assert set(report.failures) == {"world-2"}, report.summary()
+    message = report.failures["world-2"]
+    assert "mask causal at 2 ranks: relative errors" in message, message
+    assert "no gradient reaches keys 256..511 (held by rank 1): no query attends them" in message, message

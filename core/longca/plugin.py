@@ -33,6 +33,12 @@ _LAZY = {
     "conformance_tests": ("longca.testing", "conformance_tests"),
     "run_conformance": ("longca.testing", "run_conformance"),
     "check_kernel": ("longca.testing", "check_kernel"),
+    "mask_conformance_tests": ("longca.testing", "mask_conformance_tests"),
+    "sampler_conformance_tests": ("longca.testing", "sampler_conformance_tests"),
+    "strategy_conformance_tests": ("longca.testing", "strategy_conformance_tests"),
+    "check_mask": ("longca.testing.mask_suite", "check_mask"),
+    "check_sampler": ("longca.testing.sampler_suite", "check_sampler"),
+    "check_strategy": ("longca.testing.strategy_suite", "check_strategy"),
     "ConformanceSkip": ("longca.testing.conformance", "ConformanceSkip"),
     "Settings": ("longca.testing.conformance", "Settings"),
 }

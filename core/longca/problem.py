@@ -9,6 +9,7 @@ import numpy as np
 
 from .errors import LongcaError
 from .masks.mask import Mask, MaskContext
+from .masks.validate import mask_problem
 from .plugins import Registry, get_registry
 
 DIRECTIONS = ("fwd", "bwd", "fwdbwd")
@@ -76,13 +77,36 @@ def _sample_documents(problem: Problem, registry: Registry, rng: np.random.Gener
 
     def draw(total: int) -> np.ndarray:
         try:
-            return sampler.sample(total, rng, **problem.sampler_params)
+            lengths = sampler.sample(total, rng, **problem.sampler_params)
         except TypeError as exc:
             known = ", ".join(sampler.params) or "none"
             raise LongcaError(f"sampler {problem.sampler!r}: bad parameters {problem.sampler_params} "
                               f"({exc}); it accepts: {known}") from None
+        reason = lengths_problem(lengths, total)
+        if reason:
+            raise LongcaError(f"sampler {problem.sampler!r} of {_plugin(registry, 'samplers', problem.sampler)}: "
+                              f"{reason}")
+        return np.asarray(lengths, dtype=np.int64)
 
     return draw
+
+
+def lengths_problem(lengths: Any, total: int) -> Optional[str]:
+    """Why a sampler's answer is not document lengths for `total` tokens, or None."""
+    arr = np.asarray(lengths)
+    if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+        return f"returned {type(lengths).__name__} {arr.dtype} of shape {arr.shape}; expected a 1-D integer array"
+    if len(arr) == 0 or (arr <= 0).any():
+        return f"returned {len(arr)} lengths, {int((arr <= 0).sum())} of them not positive; every length must be >= 1"
+    if int(arr.sum()) != total:
+        return f"returned {len(arr)} lengths summing to {int(arr.sum())}; they must sum to the {total} tokens asked for"
+    return None
+
+
+def _plugin(registry: Registry, kind: str, name: str) -> str:
+    """`plugin NAME (distribution)`: who registered a spec, for error messages."""
+    info = registry.entry(kind, name).plugin
+    return f"plugin {info.name} ({info.distribution})"
 
 
 def check_mask_params(problem: Problem, registry: Optional[Registry] = None) -> None:
@@ -110,7 +134,16 @@ def build_mask(problem: Problem, sample: int = 0, registry: Optional[Registry] =
     params = {ALIASES.get(k, k): v for k, v in problem.mask_params.items()}
     ctx = MaskContext(problem.seqlen, rng, _sample_documents(problem, registry, rng), params,
                       problem.heads_q, problem.heads_kv)
-    mask = spec.build(ctx)
+    try:
+        mask = spec.build(ctx)
+    except LongcaError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a broken builder is the plugin's fault: name it
+        raise LongcaError(f"mask {spec.name!r} of {_plugin(registry, 'masks', spec.name)}: build raised "
+                          f"{type(exc).__name__}: {exc}") from None
+    reason = mask_problem(mask, problem.seqlen, problem.heads_q, spec.name)
+    if reason:
+        raise LongcaError(f"mask {spec.name!r} of {_plugin(registry, 'masks', spec.name)}: {reason}")
     if spec.uses_documents:
         mask.params.setdefault("sampler", problem.sampler)
     return mask

@@ -24,11 +24,9 @@ def global_dout(problem: Problem, sample: int = 0) -> torch.Tensor:
     return torch.randn(shape, generator=gen, dtype=torch.float32).to(problem.device, problem.torch_dtype)
 
 
-def compare(spec, plan, problem: Problem, mask, q, k, v, dout: Optional[torch.Tensor]) -> Optional[dict[str, float]]:
-    """Relative errors (out, and dq, dk, dv when `dout`) of the strategy on global inputs; on rank 0, else None.
-
-    Collective: every rank of the plan's group calls it with the same global tensors.
-    """
+def outputs(spec, plan, problem: Problem, mask, q, k, v, dout: Optional[torch.Tensor]):
+    """(got, want): the strategy's global out (and dq, dk, dv when `dout`) and the reference's; on rank 0,
+    else None. Collective: every rank of the plan's group calls it with the same global tensors."""
     backward = dout is not None
     local = [spec.dispatch(t.detach(), plan).detach().requires_grad_(backward) for t in (q, k, v)]
     out_l = spec.attention(*local, plan)
@@ -43,6 +41,18 @@ def compare(spec, plan, problem: Problem, mask, q, k, v, dout: Optional[torch.Te
     want = {"out": ref}
     if backward:
         want.update({f"d{n}": g for n, g in zip("qkv", torch.autograd.grad(ref, ref_in, dout.float()))})
+    return got, want
+
+
+def compare(spec, plan, problem: Problem, mask, q, k, v, dout: Optional[torch.Tensor]) -> Optional[dict[str, float]]:
+    """Relative errors (out, and dq, dk, dv when `dout`) of the strategy on global inputs; on rank 0, else None.
+
+    Collective: every rank of the plan's group calls it with the same global tensors.
+    """
+    both = outputs(spec, plan, problem, mask, q, k, v, dout)
+    if both is None:
+        return None
+    got, want = both
     return {name: rel_err(got[name], want[name]) for name in got}
 
 

@@ -50,6 +50,18 @@ class Mask:
     slices: Optional[np.ndarray] = None
     layout: Optional[BlockSparseLayout] = None
 
+    def __post_init__(self) -> None:
+        """Slices given as a list become an (n, 5) int64 array; bad types or ranges are refused here
+        (overlaps are checked when a mask plugin's build returns, see `longca.masks.validate`)."""
+        from .validate import slice_problem
+
+        if self.slices is not None:
+            if not isinstance(self.slices, np.ndarray):
+                self.slices = sl.as_array(self.slices)
+            problem = slice_problem(self.slices, self.seqlen, self.seqlen)
+            if problem:
+                raise ValueError(f"mask {self.name!r}: {problem}")
+
     @property
     def is_block_sparse(self) -> bool:
         return self.layout is not None

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from .conformance import Case, Report, Settings
 
-__all__ = ["conformance_tests", "run_conformance", "check_kernel", "conformance_cases", "Settings"]
+__all__ = ["conformance_tests", "run_conformance", "check_kernel", "conformance_cases", "Settings",
+           "mask_conformance_tests", "sampler_conformance_tests", "strategy_conformance_tests",
+           "check_mask", "check_sampler", "check_strategy"]
 
 
 def run_conformance(kernel: str, device: Any = None, **kwargs: Any) -> list[dict]:
@@ -42,9 +44,34 @@ def conformance_tests(kernel: str, **kwargs: Any):
     return tests(kernel, **kwargs)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "Settings":
-        from .conformance import Settings
+def mask_conformance_tests(mask: str):
+    """pytest tests of a mask plugin's mask: valid disjoint slices, area, seeded, derived forms."""
+    from .pytest_plugin import mask_conformance_tests as tests
 
-        return Settings
+    return tests(mask)
+
+
+def sampler_conformance_tests(sampler: str):
+    """pytest tests of a sampler: positive lengths summing exactly, seeded, parameters declared."""
+    from .pytest_plugin import sampler_conformance_tests as tests
+
+    return tests(sampler)
+
+
+def strategy_conformance_tests(strategy: str, **kwargs: Any):
+    """pytest tests of a CP strategy on gloo ranks: every claimed mask, out and gradients, round trip."""
+    from .pytest_plugin import strategy_conformance_tests as tests
+
+    return tests(strategy, **kwargs)
+
+
+_LAZY = {"Settings": ".conformance", "check_mask": ".mask_suite", "check_sampler": ".sampler_suite",
+         "check_strategy": ".strategy_suite"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(_LAZY[name], __name__), name)
     raise AttributeError(name)

@@ -164,14 +164,32 @@ def _describe(problem: Problem) -> str:
 # ---------------------------------------------------------------- helpers of the checks
 
 
-def _kernel(registry: Registry, name: str) -> KernelSpec:
-    """The kernel's spec; an unknown or conflicting name fails with every plugin load error."""
+def registered_spec(registry: Registry, kind: str, name: str) -> Any:
+    """The spec of `name` (kind: kernels, masks, samplers, strategies); an unknown or conflicting
+    name fails with every plugin load error."""
     try:
-        return registry.entry("kernels", name).spec
+        return registry.entry(kind, name).spec
     except LongcaError as exc:
         errors = [f"  {p.distribution} ({p.name}): {e}" for p in registry.plugins for e in p.errors]
         detail = ("\nplugin load errors:\n" + "\n".join(errors)) if errors else ""
         raise AssertionError(f"{exc}{detail}") from None
+
+
+def check_registered_kind(kind: str, name: str, registry: Registry) -> list[dict]:
+    """`name` is registered by exactly one plugin, and that plugin loaded without errors."""
+    registered_spec(registry, kind, name)
+    plugin = registry.entries[kind][name].plugin
+    if plugin.errors:
+        raise AssertionError(f"{KIND_LABEL[kind]} {name}: its plugin {plugin.distribution} ({plugin.name}) has "
+                             f"load errors: " + "; ".join(plugin.errors))
+    return []
+
+
+KIND_LABEL = {"kernels": "kernel", "masks": "mask", "samplers": "sampler", "strategies": "CP strategy"}
+
+
+def _kernel(registry: Registry, name: str) -> KernelSpec:
+    return registered_spec(registry, "kernels", name)
 
 
 def _need_device(device: str) -> None:
@@ -295,12 +313,7 @@ def _expect_refused(problem: Problem, registry: Registry, what: str) -> dict:
 
 def check_registered(name: str, registry: Registry) -> list[dict]:
     """The kernel is registered by exactly one plugin, and that plugin loaded without errors."""
-    _kernel(registry, name)
-    plugin = registry.entries["kernels"][name].plugin
-    if plugin.errors:
-        raise AssertionError(f"kernel {name}: its plugin {plugin.distribution} ({plugin.name}) has load errors: "
-                             + "; ".join(plugin.errors))
-    return []
+    return check_registered_kind("kernels", name, registry)
 
 
 def check_name(name: str, registry: Registry) -> list[dict]:
@@ -539,28 +552,25 @@ def conformance_cases(kernel: str, registry: Optional[Registry] = None, devices:
 
 @dataclass
 class Report:
-    """What `run_conformance` found: rows produced, failures and skips by case id."""
+    """What a conformance run found: rows produced, failures and skips by case id."""
 
-    kernel: str
+    kernel: str  # the name checked (a kernel, mask, sampler or strategy: see `kind`)
     rows: list[dict] = field(default_factory=list)
     failures: dict[str, str] = field(default_factory=dict)
     skips: dict[str, str] = field(default_factory=dict)
     passed: list[str] = field(default_factory=list)
+    kind: str = "kernel"
 
     def summary(self) -> str:
-        lines = [f"conformance of kernel {self.kernel}: {len(self.passed)} passed, "
+        lines = [f"conformance of {self.kind} {self.kernel}: {len(self.passed)} passed, "
                  f"{len(self.failures)} failed, {len(self.skips)} skipped"]
         lines += [f"FAILED {case}: {message}" for case, message in self.failures.items()]
         return "\n".join(lines)
 
 
-def check_kernel(kernel: str, device: Optional[str] = None, registry: Optional[Registry] = None,
-                 settings: Optional[Settings] = None) -> Report:
-    """Run every case (on `device` only, if given) and collect the outcome; never raises for failures."""
-    registry = registry or get_registry()
-    report = Report(kernel)
-    devices = (device,) if device else ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
-    for case in conformance_cases(kernel, registry, devices, settings):
+def run_cases(cases: list[Case], registry: Registry, report: Report) -> Report:
+    """Run every case, collecting passes, failures and skips in `report`; never raises for failures."""
+    for case in cases:
         try:
             report.rows += case.run(registry)
             report.passed.append(case.id)
@@ -571,14 +581,29 @@ def check_kernel(kernel: str, device: Optional[str] = None, registry: Optional[R
     return report
 
 
+def check_kernel(kernel: str, device: Optional[str] = None, registry: Optional[Registry] = None,
+                 settings: Optional[Settings] = None, seqlen: Optional[int] = None) -> Report:
+    """Run every case (on `device` only, if given) and collect the outcome; never raises for failures.
+
+    `seqlen` is a shortcut for `settings=Settings(seqlen=...)` (as `conformance_tests(seqlen=)`).
+    """
+    registry = registry or get_registry()
+    if seqlen is not None:
+        from dataclasses import replace
+
+        settings = replace(settings or Settings(), seqlen=seqlen)
+    devices = (device,) if device else ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
+    return run_cases(conformance_cases(kernel, registry, devices, settings), registry, Report(kernel))
+
+
 def run_conformance(kernel: str, device: Optional[str] = None, registry: Optional[Registry] = None,
-                    settings: Optional[Settings] = None) -> list[dict]:
+                    settings: Optional[Settings] = None, seqlen: Optional[int] = None) -> list[dict]:
     """Run the whole suite; raise AssertionError listing every failed case; return the result rows.
 
     `device` restricts the run to "cpu" or "cuda"; by default the CPU, and CUDA when a GPU is
     visible. Skipped cases (kernel library missing) are logged, not failures.
     """
-    report = check_kernel(kernel, device, registry, settings)
+    report = check_kernel(kernel, device, registry, settings, seqlen)
     for case, reason in report.skips.items():
         log.info("conformance %s %s skipped: %s", kernel, case, reason)
     if report.failures:

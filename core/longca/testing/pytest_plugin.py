@@ -54,6 +54,18 @@ def run_case(case: Any) -> None:
         pytest.skip(str(exc))
 
 
+def parametrized(cases: list, doc: str) -> Callable[..., None]:
+    """A test function with one test per conformance case, ids = case ids, marks from `case_marks`."""
+    params = [pytest.param(case, id=case.id, marks=case_marks(case)) for case in cases]
+
+    @pytest.mark.parametrize("longca_case", params)
+    def test_conformance(longca_case: Any) -> None:
+        run_case(longca_case)
+
+    test_conformance.__doc__ = doc
+    return test_conformance
+
+
 def conformance_tests(kernel: str, *, seqlen: Optional[int] = None, head_dim: Optional[int] = None,
                       heads: Optional[tuple[int, int]] = None, block: Optional[int] = None,
                       devices: Optional[tuple[str, ...]] = None) -> Callable[..., None]:
@@ -68,16 +80,31 @@ def conformance_tests(kernel: str, *, seqlen: Optional[int] = None, head_dim: Op
 
     overrides = {k: v for k, v in (("seqlen", seqlen), ("head_dim", head_dim), ("heads", heads),
                                                  ("block", block)) if v}
-    settings = Settings(**overrides)
-    cases = conformance_cases(kernel, devices=tuple(devices or DEVICES), settings=settings)
-    params = [pytest.param(case, id=case.id, marks=case_marks(case)) for case in cases]
+    cases = conformance_cases(kernel, devices=tuple(devices or DEVICES), settings=Settings(**overrides))
+    return parametrized(cases, f"longca conformance of kernel {kernel!r}")
 
-    @pytest.mark.parametrize("longca_case", params)
-    def test_conformance(longca_case: Any) -> None:
-        run_case(longca_case)
 
-    test_conformance.__doc__ = f"longca conformance of kernel {kernel!r}"
-    return test_conformance
+def mask_conformance_tests(mask: str) -> Callable[..., None]:
+    """`test_mask = mask_conformance_tests("chunked_causal")`: the mask suite, one test per case."""
+    from .mask_suite import mask_conformance_cases
+
+    return parametrized(mask_conformance_cases(mask), f"longca conformance of mask {mask!r}")
+
+
+def sampler_conformance_tests(sampler: str) -> Callable[..., None]:
+    """`test_sampler = sampler_conformance_tests("lognormal")`: the sampler suite, one test per case."""
+    from .sampler_suite import sampler_conformance_cases
+
+    return parametrized(sampler_conformance_cases(sampler), f"longca conformance of sampler {sampler!r}")
+
+
+def strategy_conformance_tests(strategy: str, *, world_sizes: tuple[int, ...] = (2, 4),
+                               plugin_modules: tuple[str, ...] = ()) -> Callable[..., None]:
+    """`test_strategy = strategy_conformance_tests("mystrategy")`: gloo ranks on CPU, one test per world size."""
+    from .strategy_suite import strategy_conformance_cases
+
+    cases = strategy_conformance_cases(strategy, world_sizes=world_sizes, plugin_modules=plugin_modules)
+    return parametrized(cases, f"longca conformance of CP strategy {strategy!r}")
 
 
 @pytest.fixture

@@ -1,0 +1,25 @@
+"""The mask and sampler suites pass every built-in mask and sampler (the wrong ones fail:
+tests/test_wrong_plugins.py); the strategy suite's honest run is the docs example's
+(tests/test_plugin_docs.py) and tests/test_cp_strategies.py covers the built-in strategies."""
+from __future__ import annotations
+
+import pytest
+
+from longca import plugin
+from longca.plugins import get_registry
+
+
+@pytest.mark.parametrize("mask", get_registry().names("masks"))
+def test_builtin_mask_passes_its_suite(mask):
+    report = plugin.check_mask(mask)
+    assert not report.failures and len(report.passed) == 6, report.summary()
+
+
+@pytest.mark.parametrize("sampler", get_registry().names("samplers"))
+def test_builtin_sampler_passes_its_suite(sampler):
+    report = plugin.check_sampler(sampler)
+    assert not report.failures and len(report.passed) == 5, report.summary()
+
+
+test_causal_document_cases = plugin.mask_conformance_tests("causal_document")
+test_uniform_cases = plugin.sampler_conformance_tests("uniform")
