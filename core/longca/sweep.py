@@ -9,15 +9,15 @@ from typing import Any, Callable, Iterator, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .measure import RunOptions, check_device, run_problem
+from .measure import RunOptions, check_device
 from .errors import LongcaError
-from .isolation import IsolatedRunner
 from .masks.catalog import BLOCK_SPARSE_MASKS, STATIC_MASKS
 from .plugins import Registry, get_registry
 from .problem import Problem, check_mask_params
 from .results import ResultRow, ResultsWriter, case_id
 from .runinfo import record_run
 from .sizes import parse_heads, parse_size
+from .supervisor import Supervisor
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -53,7 +53,7 @@ class SweepSpec(BaseModel):
     repeat: int = Field(20, ge=1)
     check: bool = False
     measure_peak: bool = True
-    isolate: bool = False  # each case in a child process: a crash becomes an error row
+    isolate: bool = False  # a case that kills its worker process becomes an error row (else the sweep stops)
     mask_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # context parallelism: with strategies, `kernels` are the inner kernels
     strategies: list[str] = Field(default_factory=list)
@@ -62,7 +62,8 @@ class SweepSpec(BaseModel):
     baseline: bool = False  # with strategies: each inner kernel alone too, on one GPU at the per-rank length
     backend: Optional[Literal["nccl", "gloo"]] = None
     strategy_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    timeout: int = Field(600, ge=1)
+    timeout: int = Field(600, ge=1)  # seconds a CP collective may wait
+    case_timeout: Optional[float] = Field(None, gt=0)  # seconds per case; default: scaled with its FLOPs
     # per mask, parameters swept as axes: {"block_sparse_uniform": {"block": [64, 128]}}
     mask_grid: dict[str, dict[str, list[Any]]] = Field(default_factory=dict)
 
@@ -224,7 +225,7 @@ def run_sweep(spec: SweepSpec, output: Path, resume: bool = False,
     record_run(output, extra, registry)
     options = RunOptions(warmup=spec.warmup, repeat=spec.repeat, samples=spec.samples, check=spec.check)
     rows = []
-    runner = IsolatedRunner() if spec.isolate else None
+    runner = Supervisor(isolate=spec.isolate)
     pending: list[Problem] = []  # CP cases of one world size, measured together in one process group
 
     def record(problem: Problem, row: ResultRow) -> None:
@@ -242,9 +243,8 @@ def run_sweep(spec: SweepSpec, output: Path, resume: bool = False,
             world = pending[0].world_size
             batch = [p for p in pending if p.world_size == world]
             pending[:] = [p for p in pending if p.world_size != world]
-            measured = measure_cases(batch, options, spec.backend or default_backend(spec.device), spec.timeout)
-            for problem, row in zip(batch, measured):
-                record(problem, row)
+            measure_cases(batch, options, spec.backend or default_backend(spec.device), spec.timeout,
+                          spec.case_timeout, on_row=record)  # each row written as soon as it is measured
 
     try:
         for problem in problems(spec, registry):
@@ -261,10 +261,8 @@ def run_sweep(spec: SweepSpec, output: Path, resume: bool = False,
                 flush_cp()
                 continue
             flush_cp()
-            row = runner.run(problem, options) if runner else run_problem(problem, options, registry)
-            record(problem, row)
+            record(problem, runner.run(problem, options, spec.case_timeout))
         flush_cp()
     finally:
-        if runner:
-            runner.close()
+        runner.close()
     return rows

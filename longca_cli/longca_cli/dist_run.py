@@ -80,7 +80,8 @@ def dist_run(
     warmup: int = typer.Option(5), repeat: int = typer.Option(20),
     samples: int = typer.Option(5, help="mask draws for document masks (median reported)"),
     check: bool = typer.Option(False, "--check", help="compare output (and gradients) with the float32 reference"),
-    timeout: int = typer.Option(600, help="seconds a collective may wait before the run fails"),
+    timeout: Optional[float] = typer.Option(None, help="seconds each case may take; its group is then torn down "
+                                                       "(default: scaled with the case's FLOPs)"),
     output: Optional[Path] = typer.Option(None, help="also append the row to OUTPUT/results.jsonl"),
     fmt: str = typer.Option("table", "--format", "-f", help="table or json"),
 ) -> None:
@@ -89,7 +90,7 @@ def dist_run(
         raise LongcaError(f"unknown format {fmt!r}; known: table, json")
     from longca.measure import RunOptions, check_device
     from longca.cp.cases import measure_cases
-    from longca.cp.launch import default_backend, under_torchrun
+    from longca.cp.launch import DEFAULT_TIMEOUT_S, default_backend, under_torchrun
     from longca.cp.measure import resolve
     from longca.problem import Problem
     from longca.results import ResultsWriter
@@ -130,7 +131,7 @@ def dist_run(
         # resolved options are part of the case's identity
         problems.append(problem.with_(strategy_options=resolve(problem, _options_for(name, given, names))))
     run = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check)
-    ordered = measure_cases(problems, run, backend, timeout)
+    ordered = measure_cases(problems, run, backend, timeout or DEFAULT_TIMEOUT_S, timeout)
     if int(os.environ.get("RANK", "0")) != 0:
         return
     if output:

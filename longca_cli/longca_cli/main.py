@@ -165,11 +165,13 @@ def run(
     samples: int = typer.Option(5, help="mask draws for document masks (median reported)"),
     check: bool = typer.Option(False, "--check", help="compare with the float32 reference"),
     output: Optional[Path] = typer.Option(None, help="also append the row to OUTPUT/results.jsonl"),
+    timeout: Optional[float] = typer.Option(None, help="seconds the case may take (default: scaled with its FLOPs)"),
     fmt: str = FormatOpt,
 ) -> None:
-    """Measure one case given by flags."""
+    """Measure one case given by flags, in a worker process bounded by --timeout."""
     _check_format(fmt)
-    from longca.measure import RunOptions, run_problem
+    from longca.measure import RunOptions
+    from longca.supervisor import Supervisor
     from longca.problem import Problem
     from longca.results import ResultsWriter
     from longca.sizes import parse_heads, parse_size
@@ -180,7 +182,9 @@ def run(
                       device=device or default_device(), sampler=sampler, seed=seed,
                       mask_params=parse_params(mask_param, "--mask-param"),
                       sampler_params=parse_params(sampler_param, "--sampler-param"))
-    row = run_problem(problem, RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check))
+    options = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check)
+    with Supervisor(isolate=True) as supervisor:
+        row = supervisor.run(problem, options, timeout)
     if output:
         ResultsWriter(output / "results.jsonl").append(row)
     render.result_row(row, fmt)

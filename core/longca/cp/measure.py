@@ -105,14 +105,12 @@ def _sample(spec, problem: Problem, options: dict, inner, sample: int, run: RunO
                   float(max(r[2] for r in ranks)), errors, ms_max_rank=float(max(medians)), extra=extra)
 
 
-def measure(problem: Problem, options: dict[str, Any], run: Optional[RunOptions] = None, group=None,
-            registry: Optional[Registry] = None) -> Optional[ResultRow]:
-    """Measure one CP case on every rank of `group` (collective); the result row on rank 0, else None.
+def measure_rank(problem: Problem, options: dict[str, Any], run: RunOptions, group=None,
+                 registry: Optional[Registry] = None) -> Optional[ResultRow]:
+    """This rank's part of one CP case (collective): the row on rank 0, None on the others.
 
-    `options` must be resolved (`resolve`) and the case supported (`unsupported`): both are
-    decided before processes start. Failures inside the strategy become the row's status.
-    """
-    run = run or RunOptions()
+    Raises whatever the strategy raised on this rank: the caller decides what the row says
+    (`measure` here, or the group supervisor in `longca.cp.group`, which hears every rank)."""
     registry = registry or get_registry()
     group = group or dist.group.WORLD
     spec = registry.strategy(problem.strategy)
@@ -120,17 +118,8 @@ def measure(problem: Problem, options: dict[str, Any], run: Optional[RunOptions]
     row = new_row(problem, strategy_options=dict(options))
     inner = inner_kernel(problem, registry)
     row.backend = inner.backend
-    samples = []
-    try:
-        for sample in range(n_samples(problem, run, registry)):
-            samples.append(_sample(spec, problem, options, inner, sample, run, run.check and sample == 0, group,
-                                   device, registry))
-    except LongcaError:
-        raise
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - recorded in the row
-        log.debug("CP case failed", exc_info=True)
-        fail(row, exc, current_phase())
-        return row if dist.get_rank(group) == 0 else None
+    samples = [_sample(spec, problem, options, inner, sample, run, run.check and sample == 0, group, device, registry)
+               for sample in range(n_samples(problem, run, registry))]
     if dist.get_rank(group) != 0:
         return None
     summarize_samples(row, samples)
@@ -138,6 +127,27 @@ def measure(problem: Problem, options: dict[str, Any], run: Optional[RunOptions]
     if all("balance" in s.extra for s in samples):
         row.balance = median_balance([s.extra["balance"] for s in samples])
     return finish(row, samples[0].errors, run.tolerance or TOLERANCE[problem.dtype])
+
+
+def measure(problem: Problem, options: dict[str, Any], run: Optional[RunOptions] = None, group=None,
+            registry: Optional[Registry] = None) -> Optional[ResultRow]:
+    """Measure one CP case on every rank of `group` (collective); the result row on rank 0, else None.
+
+    `options` must be resolved (`resolve`) and the case supported (`unsupported`): both are
+    decided before processes start. Failures inside the strategy become rank 0's row (this
+    rank's view of it: under torchrun, where no supervisor hears the other ranks).
+    """
+    run = run or RunOptions()
+    group = group or dist.group.WORLD
+    try:
+        return measure_rank(problem, options, run, group, registry)
+    except LongcaError:
+        raise
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - recorded in the row
+        log.debug("CP case failed", exc_info=True)
+        row = fail(new_row(problem, strategy_options=dict(options)), exc, current_phase())
+        row.reason = f"rank {dist.get_rank(group)} saw: {row.reason}"
+        return row if dist.get_rank(group) == 0 else None
 
 
 def measure_in_group(device: str, cases: list[tuple[dict[str, Any], dict[str, Any]]],

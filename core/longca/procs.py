@@ -1,0 +1,86 @@
+"""Child processes that never outlive their parent, and killing a child with everything it started.
+
+Workers start from a fork server (torch imported once, so a fresh worker costs a fork, not an
+import); each worker asks the kernel to kill it when its parent dies (Linux `PR_SET_PDEATHSIG`)
+and leads its own process group, so stopping it stops whatever it started too.
+"""
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+from typing import Any, Optional
+
+PRELOAD = ("torch", "torch.distributed", "longca.measure", "longca.plugins")
+_PR_SET_PDEATHSIG = 1
+
+
+def context(preload: tuple[str, ...] = PRELOAD) -> Any:
+    """The multiprocessing context for workers: a fork server where there is one, else spawn."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(list(preload))
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def become_worker(parent_pid: int, environ: Optional[dict[str, str]] = None) -> None:
+    """First thing a worker does: die with its parent, lead a process group, take the parent's environment.
+
+    `parent_pid` is the supervisor's pid: when it is gone already (killed while this process
+    started), exit at once."""
+    if environ is not None:  # a fork server's children inherit the server's environment, not the caller's
+        os.environ.clear()
+        os.environ.update(environ)
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
+    if not _alive(parent_pid):
+        os._exit(1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def kill_tree(process: Any) -> None:
+    """SIGKILL a worker's process group (it and what it started), then reap it."""
+    pid = getattr(process, "pid", None)
+    if pid:
+        for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+            try:
+                kill()
+            except (ProcessLookupError, PermissionError, OSError):
+                continue
+    try:
+        process.join(timeout=10)
+    except (AssertionError, OSError):
+        pass
+
+
+def exit_description(exitcode: Optional[int]) -> str:
+    """'signal SIGSEGV' or 'exit code 3'."""
+    if exitcode is None:
+        return "no exit code"
+    if exitcode < 0:
+        try:
+            return f"signal {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"signal {-exitcode}"
+    return f"exit code {exitcode}"
