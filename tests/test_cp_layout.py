@@ -14,6 +14,9 @@ from longca.errors import UnsupportedError
 from longca.masks import slices as sl
 from longca.masks.catalog import STATIC_MASKS
 from longca.problem import Problem, build_mask
+from longca.testing.compare import FLOAT32_EPS, assert_close
+
+pytestmark = pytest.mark.numerics  # float results: CI runs these again under another ATEN_CPU_CAPABILITY
 
 
 def _global_index(layout: Layout, rank: int) -> np.ndarray:
@@ -95,7 +98,9 @@ def test_merge_of_key_halves_equals_whole_attention():
                                              c.slices)
             acc.add(c.q0, c.q1, out, lse)
     out, lse = acc.result(torch.float32)
-    assert torch.allclose(out, whole, atol=1e-6) and torch.allclose(lse, lse_whole, atol=1e-6)  # lse near 0: absolute
+    # two sums of <= 40 terms, in another order, then a merge of a few roundings: well within 100 eps
+    assert_close(out, whole, 100 * FLOAT32_EPS, "out")
+    assert_close(lse, lse_whole, 100 * FLOAT32_EPS, "lse")
 
 
 def test_merge_keeps_empty_rows_empty():

@@ -8,9 +8,12 @@ from longca.flashplan.emulated import EmulatedFlash
 from longca import reference
 from longca.masks.catalog import STATIC_MASKS
 from longca.problem import Problem, build_mask
+from longca.testing.compare import assert_close
 
 from longca.flashplan.executor import ExecPlan, lse_primitives, plan_attention
 from longca.flashplan.plan import PlanError, full_or_square_causal, make_plan
+
+pytestmark = pytest.mark.numerics  # float results: CI runs these again under another ATEN_CPU_CAPABILITY
 
 
 def mask_of(name: str, seqlen: int = 256, **params):
@@ -103,9 +106,7 @@ def test_lse_primitives_on_cp_crops():
             out, lse = fwd(q, k, v, part)
             want, want_lse = reference.forward_lse(q, k, v, part)
             assert rel(out, want) < 1e-5
-            finite = torch.isfinite(want_lse)
-            assert torch.equal(finite, torch.isfinite(lse))
-            assert torch.allclose(lse[finite], want_lse[finite], atol=1e-5)
+            assert_close(lse, want_lse, 1e-5, "lse")  # -inf rows must match exactly
             dout = torch.randn_like(out)
             for got, ref in zip(bwd(dout, q, k, v, want, want_lse, part),
                                 reference.backward_lse(dout, q, k, v, want, want_lse, part)):
