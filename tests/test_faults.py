@@ -145,3 +145,82 @@ def test_cp_batch_with_hanging_raising_and_crashing_cases_keeps_every_good_row(t
     assert raised["reason"].startswith("rank 1: ValueError: injected fault on rank 1")
     assert crashed["status"] == "error" and crashed["failed_rank"] == 1
     assert "rank 1: the rank's process died (signal SIGSEGV)" in crashed["reason"]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return any(line.startswith("State:") and "Z" in line for line in f)  # a zombie has ended
+    except FileNotFoundError:
+        return True
+
+
+def _wait(predicate, seconds: float) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_concurrent_sweep_is_refused_kill_9_takes_the_worker_and_resume_finishes(tmp_path, fault_plugins):
+    """A second sweep into a folder in use names the first and exits 2; `kill -9` of the first takes
+    its hanging worker with it; the resumed sweep (shorter case_timeout) has every case exactly once."""
+    import signal
+    import subprocess
+    import sys
+
+    kernels = ["reference", "fault-hang-run", "sdpa"]
+    spec = tmp_path / "spec.toml"
+    spec.write_text(textwrap.dedent(SPEC.format(kernels=json.dumps(kernels), isolate="true", timeout=120)))
+    out, pidfile = tmp_path / "out", tmp_path / "worker.pid"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(faults.install(tmp_path / "site", faults.KERNELS)),
+           "LONGCA_FAULT_PIDFILE": str(pidfile), "OMP_NUM_THREADS": "1"}
+    first = subprocess.Popen([sys.executable, "-m", "longca_cli.main", "sweep", str(spec), "--output", str(out)],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert _wait(pidfile.exists, 60), "the first sweep never reached its hanging case"
+        second = CliRunner().invoke(app, ["sweep", str(spec), "--output", str(out), "--resume"])
+        assert second.exit_code == 2 and f"in use by another longca run (pid {first.pid}" in second.output
+        assert "Traceback" not in second.output
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    worker = int(pidfile.read_text())
+    assert _wait(lambda: _gone(worker), 10), "the hanging worker outlived its killed supervisor"
+    spec.write_text(textwrap.dedent(SPEC.format(kernels=json.dumps(kernels), isolate="true", timeout=3)))
+    result = CliRunner().invoke(app, ["sweep", str(spec), "--output", str(out), "--resume"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["kernel"] for r in rows) == sorted(kernels) and len({r["case_id"] for r in rows}) == 3
+    assert {r["kernel"]: r["status"] for r in rows} == {"reference": "ok", "fault-hang-run": "timeout", "sdpa": "ok"}
+
+
+def test_a_torn_last_line_is_moved_aside_and_its_case_runs_again(tmp_path, fault_plugins, caplog):
+    result, rows = sweep(tmp_path, ["reference", "sdpa", "torch"])
+    assert result.exit_code == 0 and len(rows) == 3
+    path = tmp_path / "out" / "results.jsonl"
+    data = path.read_bytes()
+    path.write_bytes(data[:-40])  # the last write cut short (disk full, a killed writer)
+    resumed = CliRunner().invoke(app, ["sweep", str(tmp_path / "spec.toml"), "--output", str(tmp_path / "out"),
+                                       "--resume"])
+    assert resumed.exit_code == 0 and "its last line was torn" in caplog.text and "results.jsonl.torn" in caplog.text
+    again = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["kernel"] for r in again] == ["reference", "sdpa", "torch"] and all(r["status"] == "ok" for r in again)
+    torn = (tmp_path / "out" / "results.jsonl.torn").read_bytes()
+    assert torn.startswith(data[data.rindex(b"\n", 0, len(data) - 1) + 1:][:20])
+    report = CliRunner().invoke(app, ["report", str(tmp_path / "out"), "--no-plots"])
+    assert report.exit_code == 0 and "warning" not in report.output
+
+
+def test_report_names_every_unreadable_line(tmp_path, fault_plugins):
+    result, rows = sweep(tmp_path, ["reference", "sdpa"])
+    path = tmp_path / "out" / "results.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], '{"kernel": "x"', "[1, 2]", lines[1]]) + "\n")
+    report = CliRunner().invoke(app, ["report", str(tmp_path / "out"), "--no-plots"])
+    assert report.exit_code == 0
+    assert "line 2: not JSON" in report.output and "line 3: a JSON list, not an object" in report.output

@@ -11,6 +11,8 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
+import time
 from typing import Any, Optional
 
 PRELOAD = ("torch", "torch.distributed", "longca.measure", "longca.plugins")
@@ -45,8 +47,31 @@ def become_worker(parent_pid: int, environ: Optional[dict[str, str]] = None) -> 
     except OSError:
         pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
+    _release_fork_server()
     if not _alive(parent_pid):
         os._exit(1)
+    threading.Thread(target=_watch, args=(parent_pid,), daemon=True, name="longca-parent-watch").start()
+
+
+def _release_fork_server() -> None:
+    """Close the fork server's keep-alive pipe that its children inherit: the server exits when the
+    supervisor dies only once no child holds it, and then the kernel kills this worker (PDEATHSIG)."""
+    try:
+        from multiprocessing import forkserver
+
+        fd = getattr(forkserver._forkserver, "_forkserver_alive_fd", None)  # noqa: SLF001 - no public way
+        if fd is not None:
+            os.close(fd)
+            forkserver._forkserver._forkserver_alive_fd = None  # noqa: SLF001
+    except (ImportError, AttributeError, OSError):
+        pass
+
+
+def _watch(parent_pid: int) -> None:
+    """Second line of defence: exit when the supervisor is gone (where PDEATHSIG is not available)."""
+    while _alive(parent_pid):
+        time.sleep(1.0)
+    os._exit(1)
 
 
 def _alive(pid: int) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ SCHEMA_VERSION = 2  # 2: checked, sampler_params, iter_times_ms, phase, failed_r
 STATUSES = ("ok", "unsupported", "oom", "error", "incorrect", "timeout")
 Status = Literal["ok", "unsupported", "oom", "error", "incorrect", "timeout"]
 Checked = Literal["full", "spot", "no"]
+log = logging.getLogger(__name__)
 UNAVAILABLE = "unavailable: "  # reason prefix of rows whose kernel could not run at all in that process
 
 
@@ -199,7 +201,10 @@ class ResultsWriter:
         (its library may be installed since; the new row is appended and wins in reports)."""
         if not self.path.exists():
             return set()
-        return {row.case_id for row in read_rows(self.path) if row.case_id and not is_unavailable(row)}
+        read = read_results(self.path)
+        for number, why in read.bad_lines:
+            log.warning("%s line %d: %s; its case runs again", self.path, number, why)
+        return {row.case_id for row in read.rows if row.case_id and not is_unavailable(row)}
 
     def append(self, row: Union[ResultRow, dict[str, Any]]) -> None:
         """One whole line, flushed and fsynced."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from .errors import LongcaError
 from .masks.catalog import BLOCK_SPARSE_MASKS, STATIC_MASKS
 from .plugins import Registry, get_registry
 from .problem import Problem, check_mask_params
+from .outdir import OutputFolder
 from .results import ResultRow, ResultsWriter, case_id
 from .runinfo import record_run
 from .sizes import parse_heads, parse_size
@@ -24,6 +26,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 CP_BATCH = 8  # CP cases measured per spawned process group (rows are written after each group)
 MASK_GROUPS = {"static": STATIC_MASKS, "block_sparse": BLOCK_SPARSE_MASKS, "all": STATIC_MASKS + BLOCK_SPARSE_MASKS}
 Size = Union[int, str]
@@ -67,6 +70,14 @@ class SweepSpec(BaseModel):
     # per mask, parameters swept as axes: {"block_sparse_uniform": {"block": [64, 128]}}
     mask_grid: dict[str, dict[str, list[Any]]] = Field(default_factory=dict)
 
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not SAFE_NAME.match(value) or set(value) == {"."}:
+            raise ValueError(f"{value!r}: use letters, digits, '_', '-' and '.' (it names the default output "
+                             f"folder results/NAME)")
+        return value
+
     @field_validator("mask_grid")
     @classmethod
     def _grid(cls, value: dict[str, dict[str, list[Any]]]) -> dict[str, dict[str, list[Any]]]:
@@ -104,6 +115,11 @@ class SweepSpec(BaseModel):
 class SpecFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     sweep: SweepSpec
+
+
+def default_output(spec: SweepSpec) -> Path:
+    """The spec's `output`, or results/NAME (NAME is checked to be one plain folder name)."""
+    return Path(spec.output) if spec.output else Path("results") / spec.name
 
 
 def load_spec(path: Union[str, Path], registry: Optional[Registry] = None,
@@ -211,10 +227,17 @@ def run_sweep(spec: SweepSpec, output: Path, resume: bool = False,
     `max_seconds`: start no case (or CP batch) after that many seconds; a case already running
     finishes. The cases left are run by a later call with `resume=True`."""
     registry = registry or get_registry()
+    check_device(spec.device)
+    with OutputFolder(output) as folder:
+        return _run_into(folder, spec, resume, on_case, registry, max_seconds)
+
+
+def _run_into(folder: OutputFolder, spec: SweepSpec, resume: bool,
+              on_case: Optional[Callable[[Problem, Optional[ResultRow]], None]], registry: Registry,
+              max_seconds: Optional[float]) -> list[ResultRow]:
     started = time.monotonic()
     out_of_time = lambda: max_seconds is not None and time.monotonic() - started > max_seconds  # noqa: E731
-    check_device(spec.device)
-    writer = ResultsWriter(output / "results.jsonl")
+    writer = ResultsWriter(folder.results)
     if not resume and writer.path.exists() and writer.path.stat().st_size:
         raise LongcaError(f"{writer.path} already has results; pass --resume to continue it, "
                           f"or choose another --output")
@@ -222,7 +245,7 @@ def run_sweep(spec: SweepSpec, output: Path, resume: bool = False,
     extra: dict[str, Any] = {"spec": spec.model_dump()}
     if spec.measure_peak:
         extra["matmul_peak_tflops"] = measure_matmul_peak(spec.device)
-    record_run(output, extra, registry)
+    record_run(folder.path, extra, registry)
     options = RunOptions(warmup=spec.warmup, repeat=spec.repeat, samples=spec.samples, check=spec.check)
     rows = []
     runner = Supervisor(isolate=spec.isolate)

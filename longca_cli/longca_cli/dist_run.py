@@ -6,6 +6,7 @@ one host to many. Rank 0 prints the row.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any, List, Optional
@@ -93,6 +94,7 @@ def dist_run(
     from longca.cp.launch import DEFAULT_TIMEOUT_S, default_backend, under_torchrun
     from longca.cp.measure import resolve
     from longca.problem import Problem
+    from longca.outdir import OutputFolder
     from longca.results import ResultsWriter
     from longca.sizes import parse_heads, parse_size
 
@@ -131,13 +133,13 @@ def dist_run(
         # resolved options are part of the case's identity
         problems.append(problem.with_(strategy_options=resolve(problem, _options_for(name, given, names))))
     run = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check)
-    ordered = measure_cases(problems, run, backend, timeout or DEFAULT_TIMEOUT_S, timeout)
-    if int(os.environ.get("RANK", "0")) != 0:
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+    with OutputFolder(output) if output and rank0 else contextlib.nullcontext() as folder:  # checked first
+        writer = ResultsWriter(folder.results) if folder else None
+        ordered = measure_cases(problems, run, backend, timeout or DEFAULT_TIMEOUT_S, timeout,
+                                on_row=lambda _, row: writer.append(row) if writer else None)
+    if not rank0:
         return
-    if output:
-        writer = ResultsWriter(output / "results.jsonl")
-        for row in ordered:
-            writer.append(row)
     _show(ordered, fmt)
     if any(row["status"] not in ("ok", "unsupported") for row in ordered):
         raise typer.Exit(1)

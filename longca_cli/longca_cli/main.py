@@ -1,6 +1,7 @@
 """The `longca` command line: discover plugins, run one case or a sweep, report, draw masks."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -173,6 +174,7 @@ def run(
     from longca.measure import RunOptions
     from longca.supervisor import Supervisor
     from longca.problem import Problem
+    from longca.outdir import OutputFolder
     from longca.results import ResultsWriter
     from longca.sizes import parse_heads, parse_size
 
@@ -183,10 +185,10 @@ def run(
                       mask_params=parse_params(mask_param, "--mask-param"),
                       sampler_params=parse_params(sampler_param, "--sampler-param"))
     options = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check)
-    with Supervisor(isolate=True) as supervisor:
-        row = supervisor.run(problem, options, timeout)
-    if output:
-        ResultsWriter(output / "results.jsonl").append(row)
+    with OutputFolder(output) if output else contextlib.nullcontext() as folder, Supervisor() as supervisor:
+        row = supervisor.run(problem, options, timeout)  # the output folder is checked and locked first
+        if folder:
+            ResultsWriter(folder.results).append(row)
     render.result_row(row, fmt)
     if row.status not in ("ok", "unsupported"):
         raise typer.Exit(1)
@@ -206,7 +208,7 @@ def sweep(
                                                                   "comma-separated (e.g. those installed now)"),
 ) -> None:
     """Run a grid from a TOML spec; rows are appended to OUTPUT/results.jsonl as they finish."""
-    from longca.sweep import load_spec, problems, run_sweep
+    from longca.sweep import default_output, load_spec, problems, run_sweep
 
     sweep_spec = load_spec(spec, _registry())
     if kernels is not None:
@@ -222,7 +224,7 @@ def sweep(
             typer.echo(f"{cp}{p.kernel} {p.mask} {p.seqlen} {p.heads_q}:{p.heads_kv} d{p.head_dim} {p.dtype} {p.direction}")
         typer.echo(f"{len(cases)} cases", err=True)
         return
-    out = output or Path(sweep_spec.output or f"results/{sweep_spec.name}")
+    out = output or default_output(sweep_spec)
     max_seconds = None if max_minutes is None else 60 * max_minutes
     rows = render.with_progress(len(cases), lambda tick: run_sweep(sweep_spec, out, resume, tick, _registry(),
                                                                    max_seconds))
