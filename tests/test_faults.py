@@ -224,3 +224,26 @@ def test_report_names_every_unreadable_line(tmp_path, fault_plugins):
     report = CliRunner().invoke(app, ["report", str(tmp_path / "out"), "--no-plots"])
     assert report.exit_code == 0
     assert "line 2: not JSON" in report.output and "line 3: a JSON list, not an object" in report.output
+
+
+def test_a_plugin_that_hangs_or_exits_at_import_is_unavailable_and_the_others_load(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    paths = faults.install(tmp_path / "site", {**faults.KERNELS, "hangs": "longca_faults.hang_at_import",
+                                               "exits": "longca_faults.exit_at_import"})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "LONGCA_PLUGIN_IMPORT_TIMEOUT": "2"}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "longca_cli.main", "plugins", "-f", "json"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 60
+    errors = {p["name"]: p["errors"] for p in json.loads(done.stdout)}
+    assert errors["hangs"] == ["unavailable: longca_faults.hang_at_import: the import did not finish in 2 s "
+                               "(LONGCA_PLUGIN_IMPORT_TIMEOUT); disable it with LONGCA_DISABLE_PLUGINS=hangs"]
+    assert errors["exits"] == ["unavailable: longca_faults.exit_at_import: it called sys.exit(4) while being imported"]
+    assert errors["faults-kernels"] == [] and errors["sdpa"] == []
+    listed = subprocess.run([sys.executable, "-m", "longca_cli.main", "list-kernels", "-f", "json"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and "fault-raise-run" in listed.stdout and '"sdpa"' in listed.stdout

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from importlib import import_module, metadata
 from typing import Any, Generic, Optional, TypeVar
@@ -27,6 +28,8 @@ log = logging.getLogger(__name__)
 
 BUILTIN_MODULES = ("longca.masks.catalog", "longca.samplers", "longca.reference")
 ENTRY_POINT_GROUP = "longca"
+IMPORT_TIMEOUT_S = 60.0  # a plugin's import that takes longer is reported as hanging
+UNAVAILABLE = "unavailable: "
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.\-]*$")
 KINDS = {"masks": ("longca_masks", MaskSpec), "samplers": ("longca_samplers", SamplerSpec),
          "kernels": ("longca_kernels", KernelSpec), "strategies": ("longca_cp_strategies", CPStrategySpec)}
@@ -176,6 +179,47 @@ def _register(registry: Registry, pm: pluggy.PluginManager, plugin: PluginInfo, 
                                  f"known hooks: {', '.join(sorted(known))}")
 
 
+class ImportGuarded(Exception):
+    """A plugin's import hung or tried to end the process."""
+
+
+def import_timeout_s() -> float:
+    try:
+        return max(0.1, float(os.environ.get("LONGCA_PLUGIN_IMPORT_TIMEOUT", IMPORT_TIMEOUT_S)))
+    except ValueError:
+        return IMPORT_TIMEOUT_S
+
+
+def load_guarded(ep: Any) -> Any:
+    """`ep.load()` in a thread bounded in time: a plugin that hangs at import (or calls sys.exit
+    there) is an error of that plugin, and the others load. The hung thread is left behind (a
+    daemon: it cannot keep the process alive); a re-run starts without it."""
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = ep.load()
+        except BaseException as exc:  # noqa: BLE001 - SystemExit at import included
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True, name=f"longca-import-{ep.name}")
+    thread.start()
+    thread.join(import_timeout_s())
+    if thread.is_alive():
+        raise ImportGuarded(f"the import did not finish in {import_timeout_s():g} s "
+                         f"(LONGCA_PLUGIN_IMPORT_TIMEOUT); disable it with LONGCA_DISABLE_PLUGINS={ep.name}")
+    error = result.get("error")
+    if isinstance(error, ValueError) and "main thread" in str(error):
+        return ep.load()  # it installs signal handlers at import: only the main thread may
+    if isinstance(error, SystemExit):
+        raise ImportGuarded(f"it called sys.exit({error.code!r}) while being imported")
+    if isinstance(error, KeyboardInterrupt):
+        raise error
+    if error is not None:
+        raise error
+    return result["value"]
+
+
 def load_registry() -> Registry:
     """Discover built-ins and installed plugins (not cached: see `get_registry`)."""
     registry = Registry()
@@ -196,7 +240,10 @@ def load_registry() -> Registry:
         info = PluginInfo(ep.name, dist, version, ep.value)
         registry.plugins.append(info)
         try:
-            obj = ep.load()
+            obj = load_guarded(ep)
+        except ImportGuarded as exc:
+            info.errors.append(f"{UNAVAILABLE}{ep.value}: {exc}")
+            continue
         except Exception as exc:  # noqa: BLE001
             info.errors.append(f"cannot import {ep.value}: {type(exc).__name__}: {exc}")
             log.debug("plugin %s failed to load", ep.name, exc_info=True)
