@@ -5,7 +5,7 @@ PIP ?= $(PYTHON) -m pip
 TORCH ?= torch==2.13.0
 PLUGINS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
 
-.PHONY: install test test-gpu bench
+.PHONY: install test test-gpu bench lint
 
 install:
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PIP) install $(TORCH)
@@ -14,6 +14,9 @@ install:
 
 test:
 	OMP_NUM_THREADS=1 $(PYTHON) -m pytest -q
+
+lint:  # ruff and mypy at the versions CI pins (.ci/run); both must report nothing
+	$(PYTHON) -m ruff check .
 
 test-gpu:
 	$(PYTHON) -m pytest -q -m "longca_gpu or gpu"

@@ -73,7 +73,8 @@ def main(argv=None) -> None:
                 compiled_ms, compiled_first, _ = timed(
                     lambda: create_block_mask(mod, None, None, seqlen, seqlen, device=device, _compile=True),
                     device, args.repeat)
-                row.update(create_block_mask_compiled_ms=compiled_ms, create_block_mask_compiled_first_ms=compiled_first)
+                row.update(create_block_mask_compiled_ms=compiled_ms,
+                           create_block_mask_compiled_first_ms=compiled_first)
             rows.append(row)
             if args.out:
                 with open(args.out, "a") as fh:

@@ -75,7 +75,8 @@ def main() -> None:
             harness.append(row["ms_median"])
             bare.append(bare_ms(fn, args.device, warmup=25, repeat=200))
         h, b = statistics.median(harness), statistics.median(bare)
-        print(f"| {args.kernel} | {args.mask} | {args.seqlen} | {direction} | {h:.4f} | {b:.4f} | {(h / b - 1) * 100:+.2f}% |")
+        print(f"| {args.kernel} | {args.mask} | {args.seqlen} | {direction} | {h:.4f} | {b:.4f} "
+              f"| {(h / b - 1) * 100:+.2f}% |")
 
 
 if __name__ == "__main__":

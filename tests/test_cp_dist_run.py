@@ -10,7 +10,8 @@ from longca.plugins import get_registry
 from longca_cli.main import app
 
 SMALL = ["--inner", "reference", "--backend", "gloo", "--seqlen", "512", "--heads", "8:8", "--head-dim", "16",
-         "--dtype", "float32", "--device", "cpu", "--warmup", "0", "--repeat", "2", "--samples", "2", "--format", "json"]
+         "--dtype", "float32", "--device", "cpu", "--warmup", "0", "--repeat", "2", "--samples", "2",
+         "--format", "json"]
 
 
 class _Done:
@@ -39,7 +40,8 @@ def test_dist_run_prints_one_ok_row(strategy, nproc, extra):
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 1
     row = json.loads(lines[0])
-    assert (row["status"], row["strategy"], row["kernel"], row["world_size"]) == ("ok", strategy, "reference", int(nproc))
+    got = (row["status"], row["strategy"], row["kernel"], row["world_size"])
+    assert got == ("ok", strategy, "reference", int(nproc))
     assert row["rel_err"] < 1e-5 and row["ms_median"] > 0 and row["ms_max_rank"] >= row["ms_median"] * 0.999
     assert row["tflops"] > 0 and row["backend"] == "longca.reference"
     balance = row["balance"]  # from the strategy's schedule: every rank's share of the mask

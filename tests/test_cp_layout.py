@@ -45,7 +45,8 @@ def test_subdivide_splits_each_ring_rank_in_order():
     assert np.array_equal(np.concatenate([_global_index(lay, u) for u in range(4)]), _global_index(zigzag(32, 2), 0))
 
 
-@pytest.mark.parametrize("make", [lambda: zigzag(48, 3), lambda: contiguous(48, 4), lambda: subdivide(zigzag(48, 2), 3)])
+@pytest.mark.parametrize("make", [lambda: zigzag(48, 3), lambda: contiguous(48, 4),
+                                  lambda: subdivide(zigzag(48, 2), 3)])
 def test_take_and_assemble_are_inverse(make):
     lay = make()
     x = torch.arange(2 * 48 * 3).reshape(2, 48, 3)

@@ -44,7 +44,8 @@ def _cases(world: int) -> list[dict]:
         cases += [_case("loongtrain", m, {"head_degree": 1, "windows": 2}) for m in MASKS]  # a real double ring
         cases += [_case("ring-p2p", m, {"layout": "contiguous"}) for m in ("causal", "causal_document")]
         cases += [_case("ring-allgather", "causal_document", {"layout": "contiguous"})]
-        cases += [_case(s, m, heads=(8, 2)) for s in ("ulysses", "usp", "ring-p2p") for m in ("causal", "causal_document")]
+        cases += [_case(s, m, heads=(8, 2)) for s in ("ulysses", "usp", "ring-p2p")
+                  for m in ("causal", "causal_document")]
         cases += [_case(s, m) for s in ("ring-p2p", "ring-allgather") for m in EXTRA_MASKS]
         cases += [_case("loongtrain", "share_question", {"head_degree": 1, "windows": 2})]
         cases += [_case("ring-p2p", "causal_document", direction="fwd")]

@@ -4,7 +4,6 @@ lists every class with its test here."""
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 
 import pytest

@@ -2,8 +2,8 @@
 
 Every strategy, world sizes 2, 4 and 8 (as many as the host has GPUs), forward and backward
 against the float32 reference (`dist-run --check`), bf16, GQA 16:8, 8K tokens, with fa2 inside on
-three masks and fa4 and flashmask on causal_document (each skipped where not installed). With `LONGCA_GPU_TEST_OUT=file.jsonl` every
-row is appended there.
+three masks and fa4 and flashmask on causal_document (each skipped where not installed). With
+`LONGCA_GPU_TEST_OUT=file.jsonl` every row is appended there.
 """
 from __future__ import annotations
 

@@ -3,8 +3,8 @@
 `pytest -m longca_gpu tests/test_gpu_sparse.py` on a CUDA machine; skipped without CUDA. A kernel whose
 library is not installed there is skipped with its `available()` reason; anything else that is
 not `ok` (unsupported, error, incorrect) fails, except a refusal that names the library version
-that lifts it (`VERSION_REFUSALS`): the case needs a newer library than the one installed. Sizes are small but cover full tiles, a ragged
-last block, variable blocks, MHA and GQA, forward and backward.
+that lifts it (`VERSION_REFUSALS`): the case needs a newer library than the one installed. Sizes are
+small but cover full tiles, a ragged last block, variable blocks, MHA and GQA, forward and backward.
 """
 from __future__ import annotations
 

@@ -155,7 +155,8 @@ def test_conformance_suite_fails_broken_plugins_clearly(kit):
     out = proc.stdout
     assert proc.returncode == 1, out[-4000:]
     failed = sorted(line.split()[1].split("::")[1] for line in out.splitlines() if line.startswith("FAILED "))
-    shapes = [f"test_wrongcausal[shape-{v}-{d}-cpu]" for v in ("s1152", "s515-mha", "s997-b2-gqa3") for d in ("bwd", "fwd")]
+    shapes = [f"test_wrongcausal[shape-{v}-{d}-cpu]" for v in ("s1152", "s515-mha", "s997-b2-gqa3")
+              for d in ("bwd", "fwd")]
     assert failed == ["test_badname[registered]", "test_brokenimport[registered]",
                       "test_wrongcausal[mask-causal-bwd-cpu]", "test_wrongcausal[mask-causal-fwd-cpu]",
                       *shapes], out[-4000:]

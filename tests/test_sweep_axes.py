@@ -38,11 +38,13 @@ def test_without_grid_the_problems_are_unchanged(tmp_path):
 
 def test_grid_errors(tmp_path):
     with pytest.raises(LongcaError, match="at least one value"):
-        load_spec(write(tmp_path, "masks = [\"block_sparse_uniform\"]\n[sweep.mask_grid.block_sparse_uniform]\nblock = []\n"))
+        load_spec(write(tmp_path, "masks = [\"block_sparse_uniform\"]\n"
+                                  "[sweep.mask_grid.block_sparse_uniform]\nblock = []\n"))
     with pytest.raises(LongcaError, match="unknown mask|no_such_mask"):
         load_spec(write(tmp_path, "masks = [\"causal\"]\n[sweep.mask_grid.no_such_mask]\nblock = [1]\n"))
     with pytest.raises(LongcaError, match="has no parameter 'blok'"):
-        load_spec(write(tmp_path, "masks = [\"block_sparse_uniform\"]\n[sweep.mask_grid.block_sparse_uniform]\nblok = [1]\n"))
+        load_spec(write(tmp_path, "masks = [\"block_sparse_uniform\"]\n"
+                                  "[sweep.mask_grid.block_sparse_uniform]\nblok = [1]\n"))
 
 
 def test_paper_sparse_spec():

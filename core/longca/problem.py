@@ -159,7 +159,8 @@ def make_inputs(problem: Problem, sample: int = 0, requires_grad: bool = False):
     tensors = []
     for shape in shapes:
         if problem.device_type == "cuda":  # generate on the GPU: large inputs would be slow on the host
-            gen_dev = torch.Generator(device=problem.device).manual_seed(int(torch.randint(1 << 62, (1,), generator=gen)))
+            seed = int(torch.randint(1 << 62, (1,), generator=gen))
+            gen_dev = torch.Generator(device=problem.device).manual_seed(seed)
             t = torch.randn(shape, generator=gen_dev, device=problem.device, dtype=problem.torch_dtype)
         else:
             t = torch.randn(shape, generator=gen, dtype=torch.float32).to(problem.torch_dtype)

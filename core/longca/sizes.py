@@ -16,7 +16,8 @@ def parse_size(text: str | int) -> int:
     else:
         match = _SIZE.match(str(text))
         if not match:
-            raise LongcaError(f"malformed size {text!r}; expected a whole number with an optional k or M suffix, e.g. 8k, 8192, 1M")
+            raise LongcaError(f"malformed size {text!r}; expected a whole number with an optional k or M suffix, "
+                              "e.g. 8k, 8192, 1M")
         value = int(match.group(1)) * _UNITS[match.group(2).lower()]
     if value <= 0:
         raise LongcaError(f"size must be positive, got {text!r}")

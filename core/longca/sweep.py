@@ -141,8 +141,8 @@ def load_spec(path: Union[str, Path], registry: Optional[Registry] = None,
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(x) for x in first["loc"])
-        raise LongcaError(f"{path}: field '{field}': {first['msg']}"
-                          + (f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else "")) from None
+        more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+        raise LongcaError(f"{path}: field '{field}': {first['msg']}{more}") from None
     registry = registry or get_registry()
     if installed_kernels_only:
         spec.kernels = [k for k in spec.kernels if k in registry.entries["kernels"]]

@@ -53,7 +53,8 @@ def main() -> None:
                   "--check", *case])
     rows = read_rows(a.output / "results.jsonl")
     alone = {(r["mask"], r["direction"]): r for r in rows if not r.get("strategy") and r["kernel"] == a.inner}
-    print(f"\n{'mask':16} {'dir':4} {'strategy':15} {'status':10} {'ms':>9} {'kernel ms':>9} {'overhead':>9} {'rel_err':>9}")
+    print(f"\n{'mask':16} {'dir':4} {'strategy':15} {'status':10} {'ms':>9} {'kernel ms':>9} {'overhead':>9} "
+          f"{'rel_err':>9}")
     for r in rows:
         base = alone.get((r["mask"], r["direction"]))
         if not r.get("strategy") or base is None:

@@ -109,7 +109,8 @@ def published(lines: list[str], anchors: Path) -> dict:
     sims: dict = {}
     for mask in sorted({c["mask"] for c in cells}):
         for world in WORLDS:
-            grid = Grid(["ulysses", "ring-p2p", "ring-allgather", "usp", "loongtrain"], [world], mask, "fa3", 64, 8, 128,
+            strategies = ["ulysses", "ring-p2p", "ring-allgather", "usp", "loongtrain"]
+            grid = Grid(strategies, [world], mask, "fa3", 64, 8, 128,
                         seqlen_per_rank=8192, direction="fwdbwd", sampler="prolong512k", samples=3)
             if "document" in mask:  # the source caps every document at a quarter of the total length
                 grid.sampler_params = {"max_len": 8192 * world // 4}
@@ -132,10 +133,12 @@ def published(lines: list[str], anchors: Path) -> dict:
             err = pct(got, ref)
             errors.append((c, name, err))
             shown = f"{c['low']:.0f}" if c["low"] == c["high"] else f"{c['low']:.0f}-{c['high']:.0f}"
-            lines.append(f"| {c['mask']}, {c['direction']} | {name} | {c['world']} | {shown} | {got:.0f} | {err:+.1f} % |")
+            lines.append(f"| {c['mask']}, {c['direction']} | {name} | {c['world']} | {shown} | {got:.0f} "
+                         f"| {err:+.1f} % |")
     abs_err = [abs(e) for _, _, e in errors]
     point = [abs(e) for c, _, e in errors if c["low"] == c["high"]]
-    by_mask = {m: float(np.median([abs(e) for c, _, e in errors if c["mask"] == m])) for m in sorted({c["mask"] for c in cells})}
+    by_mask = {m: float(np.median([abs(e) for c, _, e in errors if c["mask"] == m]))
+               for m in sorted({c["mask"] for c in cells})}
     summary = {"cells": len(errors), "median_abs_err_pct": float(np.median(abs_err)),
                "median_point_cells_pct": float(np.median(point)), "by_mask": by_mask,
                "within_20_pct": sum(a <= 20 for a in abs_err)}

@@ -160,8 +160,10 @@ def run(
     device: Optional[str] = typer.Option(None, help="cpu or cuda (default: cuda when present)"),
     sampler: str = typer.Option("auto", help="document-length sampler (see list-samplers)"),
     seed: int = typer.Option(0),
-    mask_param: Optional[List[str]] = typer.Option(None, "--mask-param", help="override a mask parameter, e.g. window=512"),
-    sampler_param: Optional[List[str]] = typer.Option(None, "--sampler-param", help="sampler parameter, e.g. doc_len=2048"),
+    mask_param: Optional[List[str]] = typer.Option(None, "--mask-param",
+                                                   help="override a mask parameter, e.g. window=512"),
+    sampler_param: Optional[List[str]] = typer.Option(None, "--sampler-param",
+                                                      help="sampler parameter, e.g. doc_len=2048"),
     warmup: int = typer.Option(5), repeat: int = typer.Option(20),
     samples: int = typer.Option(5, help="mask draws for document masks (median reported)"),
     check: bool = typer.Option(False, "--check", help="compare with the float32 reference"),
@@ -221,7 +223,8 @@ def sweep(
     if dry_run:
         for p in cases:
             cp = f"{p.strategy} x{p.world_size} " if p.strategy else ""
-            typer.echo(f"{cp}{p.kernel} {p.mask} {p.seqlen} {p.heads_q}:{p.heads_kv} d{p.head_dim} {p.dtype} {p.direction}")
+            typer.echo(f"{cp}{p.kernel} {p.mask} {p.seqlen} {p.heads_q}:{p.heads_kv} d{p.head_dim} {p.dtype} "
+                       f"{p.direction}")
         typer.echo(f"{len(cases)} cases", err=True)
         return
     out = output or default_output(sweep_spec)
@@ -268,7 +271,8 @@ def bench(
 @cli_errors
 def report(
     results: List[Path] = typer.Argument(..., help="results.jsonl files, or folders holding one (merged)"),
-    output: Optional[Path] = typer.Option(None, help="folder for report.md, report.csv and plots (default: beside the first results)"),
+    output: Optional[Path] = typer.Option(
+        None, help="folder for report.md, report.csv and plots (default: beside the first results)"),
     plots: bool = typer.Option(True, help="write PNG plots"),
     memory: bool = typer.Option(False, help="add tables of each case's peak GPU memory (GiB), lightest kernel"),
 ) -> None:

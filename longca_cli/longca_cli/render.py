@@ -75,7 +75,7 @@ def with_progress(total: int, work: Callable[[Callable], Any]) -> Any:
 
         def tick(problem, row) -> None:
             status = row["status"] if row else "skipped"
-            progress.update(task, advance=1,
-                            description=f"{problem.kernel} {problem.mask} {problem.seqlen} {problem.direction}: {status}")
+            what = f"{problem.kernel} {problem.mask} {problem.seqlen} {problem.direction}"
+            progress.update(task, advance=1, description=f"{what}: {status}")
 
         return work(tick)

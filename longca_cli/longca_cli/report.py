@@ -226,7 +226,8 @@ def plot(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
         fig.legend(handles, labels, loc="upper center", ncol=min(8, len(labels) or 1), fontsize=8)
         fig.suptitle(f"{direction}, heads {heads}, head_dim {d}, {dtype}", y=0.995, fontsize=10)
         fig.tight_layout(rect=(0, 0, 1, 0.93))
-        name = f"tflops_{direction}_{heads.replace(':', 'x')}_d{d}_{dtype}" + (f"_{strategy}_w{world}" if strategy != "-" else "")
+        name = (f"tflops_{direction}_{heads.replace(':', 'x')}_d{d}_{dtype}"
+                + (f"_{strategy}_w{world}" if strategy != "-" else ""))
         path = directory / f"{name}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)

@@ -75,7 +75,8 @@ def balance_of(totals: RankTotals) -> dict[str, Any]:
             "comm_bytes_fwd_total": int(totals.bytes_fwd.sum()), "comm_bytes_bwd_total": int(totals.bytes_bwd.sum())}
 
 
-def balance(problem: Problem, mask: Mask, options: dict[str, Any], registry: Optional[Registry] = None) -> dict[str, Any]:
+def balance(problem: Problem, mask: Mask, options: dict[str, Any],
+            registry: Optional[Registry] = None) -> dict[str, Any]:
     """The balance figures of one mask draw (see the module docstring)."""
     return balance_of(rank_totals(schedule_of(problem, mask, options, registry)))
 

@@ -33,8 +33,8 @@ def simulate_row(row: dict[str, Any], pricing: Pricing) -> dict[str, Any]:
 
 
 def cp_rows(rows: Iterable[dict[str, Any]], world_above: int = 1) -> list[dict[str, Any]]:
-    return [r for r in rows if r.get("status") == "ok" and r.get("strategy") and (r.get("world_size") or 1) > world_above
-            and r.get("direction") in ("fwd", "bwd")]
+    return [r for r in rows if r.get("status") == "ok" and r.get("strategy")
+            and (r.get("world_size") or 1) > world_above and r.get("direction") in ("fwd", "bwd")]
 
 
 def call_overhead_misses(rows: Iterable[dict[str, Any]], pricing: Pricing) -> list[tuple[dict, float]]:

@@ -7,7 +7,6 @@ torchrun the ranks are the launcher's, so cases run in this process without a su
 """
 from __future__ import annotations
 
-import os
 import tempfile
 from dataclasses import asdict
 from typing import Callable, Optional

@@ -193,8 +193,9 @@ class RingSchedule:
         if u_deg == 1:
             return ring_ops("fwd") + ring_ops("bwd")
         a2a = lambda phase, what, nbytes, count=1: CommOp(phase, "all_to_all", what, nbytes, head_group, count)  # noqa: E731
-        return ([a2a("fwd", "q", q_bytes), a2a("fwd", "k,v", kv_bytes, 2)] + ring_ops("fwd") + [a2a("fwd", "out", q_bytes)]
-                + [a2a("bwd", "dout", q_bytes)] + ring_ops("bwd") + [a2a("bwd", "dq", q_bytes), a2a("bwd", "dk,dv", kv_bytes, 2)])
+        return ([a2a("fwd", "q", q_bytes), a2a("fwd", "k,v", kv_bytes, 2)] + ring_ops("fwd")
+                + [a2a("fwd", "out", q_bytes), a2a("bwd", "dout", q_bytes)] + ring_ops("bwd")
+                + [a2a("bwd", "dq", q_bytes), a2a("bwd", "dk,dv", kv_bytes, 2)])
 
 
 @dataclass

@@ -207,7 +207,8 @@ def peak_memory(sched: Schedule, direction: str) -> int:
     inputs = bd * local * (2 * p.heads_q + 2 * p.heads_kv) * e  # q, k, v, out
     backward = direction != "fwd"
     if backward:
-        inputs += bd * local * (2 * p.heads_q + 2 * p.heads_kv) * e + 4 * local * p.heads_q * p.batch  # dout, grads, lse
+        # dout, grads, lse
+        inputs += bd * local * (2 * p.heads_q + 2 * p.heads_kv) * e + 4 * local * p.heads_q * p.batch
     if isinstance(sched, GatherSchedule):
         gathered = 2 * bd * p.seqlen * p.heads_kv * e * 2  # K and V gathered, and their reordered copies
         sums = 2 * bd * p.seqlen * p.heads_kv * 4 * 2 if backward else 0  # float32 dK/dV and the stacked copy

@@ -175,7 +175,8 @@ def _split_for(band: Band, window_ok: WindowCheck) -> list[Band]:
             pieces.append(Band(q0, q1, k1 - lq, k1, -INF, k1 - q1))
         else:
             kind = sl.TYPE_NAMES[t]
-            raise PlanError(f"a {kind} slice ({lq}x{lk}, window {Band(q0, q1, k0, k1, *sl.to_band(q0, q1, k0, k1, t)).window()}) "
+            window = Band(q0, q1, k0, k1, *sl.to_band(q0, q1, k0, k1, t)).window()
+            raise PlanError(f"a {kind} slice ({lq}x{lk}, window {window}) "
                             "needs a diagonal band this kernel cannot express")
     return pieces
 

@@ -76,7 +76,8 @@ def cudnn_version_reason(version: int) -> Optional[str]:
     if version < MIN_CUDNN:
         return f"the cuDNN frontend path needs cuDNN >= 9.6 (GQA with ragged offsets); this process loads {version}"
     if version in (91000, 91001):  # cudnn-frontend's sdpa_support_surface.h and sdpa_backward refuse every graph
-        return f"cuDNN {version}: cudnn-frontend refuses fp16/bf16 SDPA on 9.10.0/9.10.1 (known bugs); use 9.10.2 or newer"
+        return (f"cuDNN {version}: cudnn-frontend refuses fp16/bf16 SDPA on 9.10.0/9.10.1 (known bugs); "
+                "use 9.10.2 or newer")
     return None
 
 

@@ -79,7 +79,8 @@ class CuDNN:
             elif lse.numel() == total * heads and lse.shape[0] == heads:
                 lse = lse.reshape(heads, total)
             else:
-                raise RuntimeError(f"unexpected cuDNN varlen lse shape {tuple(lse.shape)} for {total} rows, {heads} heads")
+                raise RuntimeError(f"unexpected cuDNN varlen lse shape {tuple(lse.shape)} "
+                                   f"for {total} rows, {heads} heads")
             return res[0], lse
 
         return self._run(ragged if args.varlen else dense, q, k, v)

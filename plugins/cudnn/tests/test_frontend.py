@@ -236,7 +236,8 @@ def test_one_pair_backward_runs_without_a_graph(ragged):
 
     spec, buffers = _one_pair_spec_and_buffers(ragged, torch.Generator().manual_seed(0))
     assert spec.backward and spec.one_pair
-    got, want = ({**buffers, **{r: torch.full(buffers[x].shape, float("nan")) for r, x in (("dQ", "q"), ("dK", "k"), ("dV", "v"))}}
+    grads = (("dQ", "q"), ("dK", "k"), ("dV", "v"))
+    got, want = ({**buffers, **{r: torch.full(buffers[x].shape, float("nan")) for r, x in grads}}
                  for _ in range(2))
     engine = CudnnGraphs()
     engine.build(spec, "cpu")

@@ -39,7 +39,8 @@ def backend() -> str:
             return "flash_attn"
     import torch
 
-    return f"torch {torch.__version__} bundled FlashAttention-2 (SDPA flash / varlen_attn / aten._flash_attention_forward)"
+    return (f"torch {torch.__version__} bundled FlashAttention-2 "
+            "(SDPA flash / varlen_attn / aten._flash_attention_forward)")
 
 
 prepare, run = make_prepare_run(backends.adapter, backends.public_for)

@@ -19,7 +19,7 @@ import triton.language as tl
 
 
 @triton.jit
-def fwd_kernel(Q, K, V, O, LSE, BOUNDS, CNT, IDX, ORDER, scale_log2,
+def fwd_kernel(Q, K, V, Out, LSE, BOUNDS, CNT, IDX, ORDER, scale_log2,
                stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
                stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
                SQ, SK, NKB,
@@ -93,18 +93,18 @@ def fwd_kernel(Q, K, V, O, LSE, BOUNDS, CNT, IDX, ORDER, scale_log2,
     l_safe = tl.where(seen, l_i, 1.0)
     out = acc / l_safe[:, None]
     lse = tl.where(seen, (m_i + tl.math.log2(l_safe)) * 0.6931471805599453, float("-inf"))
-    o_ptrs = O + (b64 * stride_ob + h * stride_oh + row0 * stride_os) + (offs_m[:, None] * stride_os + dims[None, :])
+    o_ptrs = Out + (b64 * stride_ob + h * stride_oh + row0 * stride_os) + (offs_m[:, None] * stride_os + dims[None, :])
     lse_ptrs = LSE + off_bh * SQ + rows
     if EVEN_M:
-        tl.store(o_ptrs, out.to(O.dtype.element_ty))
+        tl.store(o_ptrs, out.to(Out.dtype.element_ty))
         tl.store(lse_ptrs, lse)
     else:
-        tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=rows[:, None] < SQ)
+        tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=rows[:, None] < SQ)
         tl.store(lse_ptrs, lse, mask=rows < SQ)
 
 
 @triton.jit
-def bwd_preprocess_kernel(O, DO, LSE, DELTA, LSE2,
+def bwd_preprocess_kernel(Out, DO, LSE, DELTA, LSE2,
                           stride_ob, stride_os, stride_oh, stride_dob, stride_dos, stride_doh,
                           SQ, H, D: tl.constexpr, BM: tl.constexpr):
     """delta = rowsum(O * dO) and the base-2 lse, +inf on rows that see nothing (so P = 0 there)."""
@@ -117,8 +117,8 @@ def bwd_preprocess_kernel(O, DO, LSE, DELTA, LSE2,
     in_q = rows < SQ
     b64 = b.to(tl.int64)
     row0 = (tl.program_id(1) * BM).to(tl.int64)
-    o = tl.load(O + (b64 * stride_ob + h * stride_oh + row0 * stride_os) + (offs_m[:, None] * stride_os + dims[None, :]),
-                mask=in_q[:, None], other=0.0).to(tl.float32)
+    o = tl.load(Out + (b64 * stride_ob + h * stride_oh + row0 * stride_os)
+                + (offs_m[:, None] * stride_os + dims[None, :]), mask=in_q[:, None], other=0.0).to(tl.float32)
     do = tl.load(DO + (b64 * stride_dob + h * stride_doh + row0 * stride_dos)
                  + (offs_m[:, None] * stride_dos + dims[None, :]), mask=in_q[:, None], other=0.0).to(tl.float32)
     lse = tl.load(LSE + off_bh * SQ + rows, mask=in_q, other=0.0)
@@ -208,8 +208,10 @@ def bwd_dkdv_kernel(Q, K, V, DO, LSE2, DELTA, DK, DV, BOUNDS, CNT, IDX, ORDER, s
             dsT = pT * (dpT - delta[None, :])
             dk = tl.dot(dsT.to(q.dtype), q, dk)
     dk = dk * sm_scale
-    dk_ptrs = DK + (b64 * stride_dkb + hk * stride_dkh + col0 * stride_dks) + (offs_n[:, None] * stride_dks + dims[None, :])
-    dv_ptrs = DV + (b64 * stride_dvb + hk * stride_dvh + col0 * stride_dvs) + (offs_n[:, None] * stride_dvs + dims[None, :])
+    dk_ptrs = (DK + (b64 * stride_dkb + hk * stride_dkh + col0 * stride_dks)
+               + (offs_n[:, None] * stride_dks + dims[None, :]))
+    dv_ptrs = (DV + (b64 * stride_dvb + hk * stride_dvh + col0 * stride_dvs)
+               + (offs_n[:, None] * stride_dvs + dims[None, :]))
     if EVEN_N:
         tl.store(dk_ptrs, dk.to(DK.dtype.element_ty))
         tl.store(dv_ptrs, dv.to(DV.dtype.element_ty))
@@ -238,7 +240,8 @@ def bwd_dq_kernel(Q, K, V, DO, LSE2, DELTA, DQ, BOUNDS, CNT, IDX, ORDER, sm_scal
     b64 = b.to(tl.int64)
     row0 = (qb * BM).to(tl.int64)
     q_ptrs = Q + (b64 * stride_qb + h * stride_qh + row0 * stride_qs) + (offs_m[:, None] * stride_qs + dims[None, :])
-    do_ptrs = DO + (b64 * stride_dob + h * stride_doh + row0 * stride_dos) + (offs_m[:, None] * stride_dos + dims[None, :])
+    do_ptrs = (DO + (b64 * stride_dob + h * stride_doh + row0 * stride_dos)
+               + (offs_m[:, None] * stride_dos + dims[None, :]))
     if EVEN_M:
         q = tl.load(q_ptrs)
         do = tl.load(do_ptrs)
@@ -287,7 +290,8 @@ def bwd_dq_kernel(Q, K, V, DO, LSE2, DELTA, DQ, BOUNDS, CNT, IDX, ORDER, sm_scal
             ds = p * (dp - delta[:, None])
             dq = tl.dot(ds.to(k.dtype), k, dq)
     dq = dq * sm_scale
-    dq_ptrs = DQ + (b64 * stride_dqb + h * stride_dqh + row0 * stride_dqs) + (offs_m[:, None] * stride_dqs + dims[None, :])
+    dq_ptrs = (DQ + (b64 * stride_dqb + h * stride_dqh + row0 * stride_dqs)
+               + (offs_m[:, None] * stride_dqs + dims[None, :]))
     if EVEN_M:
         tl.store(dq_ptrs, dq.to(DQ.dtype.element_ty))
     else:

@@ -11,7 +11,7 @@ software-pipelined. Memory is O(Sk) for the bounds and O(blocks²) int32 for the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Mapping
 
 import numpy as np
 import torch

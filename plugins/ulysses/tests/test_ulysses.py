@@ -23,7 +23,8 @@ def test_registered_with_every_static_mask():
 
 def test_refuses_heads_that_do_not_divide():
     spec = get_registry().strategy("ulysses")
-    assert spec.supports(_problem(heads_q=6, heads_kv=6), {}) == "6 query heads do not divide over 4 head-parallel ranks"
+    want = "6 query heads do not divide over 4 head-parallel ranks"
+    assert spec.supports(_problem(heads_q=6, heads_kv=6), {}) == want
     assert spec.supports(_problem(heads_q=8, heads_kv=2), {}) is None  # KV heads repeated twice
     assert "not a multiple of 4" in spec.supports(_problem(seqlen=258), {})
 
