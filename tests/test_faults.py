@@ -4,6 +4,7 @@ lists every class with its test here."""
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 
 import pytest

@@ -118,7 +118,8 @@ class OutputFolder:
         try:
             handle = path.open("a+")
         except OSError as exc:
-            raise LongcaError(f"{self.what} {self.path}: cannot write into the folder ({exc.strerror or exc})") from None
+            raise LongcaError(f"{self.what} {self.path}: cannot write into the folder "
+                              f"({exc.strerror or exc})") from None
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
