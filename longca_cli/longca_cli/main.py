@@ -264,7 +264,9 @@ def bench(
     sweep_spec = load_spec(path, _registry(), installed_kernels_only=True)
     n = len(list(problems(sweep_spec)))
     render.with_progress(n, lambda tick: run_sweep(sweep_spec, output, resume, tick, _registry()))
-    typer.echo(write_report([output / "results.jsonl"], output)["markdown"])
+    written = write_report([output / "results.jsonl"], output, html=True)
+    typer.echo(written["markdown"])
+    typer.echo(f"report: {output / 'report.md'} (and report.html, report.csv, plots) in {output}", err=True)
 
 
 @app.command()
@@ -274,16 +276,19 @@ def report(
     output: Optional[Path] = typer.Option(
         None, help="folder for report.md, report.csv and plots (default: beside the first results)"),
     plots: bool = typer.Option(True, help="write PNG plots"),
-    memory: bool = typer.Option(False, help="add tables of each case's peak GPU memory (GiB), lightest kernel"),
+    memory: bool = typer.Option(False, help="add tables and plots of each case's peak GPU memory (GiB), "
+                                            "lightest kernel"),
+    html: bool = typer.Option(False, "--html", help="also write report.html: one self-contained page with "
+                                                    "sortable, filterable rows and plots"),
 ) -> None:
-    """Markdown tables, CSV and PNG plots (TFLOP/s against sequence length, a panel per mask)."""
+    """A self-describing report: runs, protocol, TFLOP/s tables, CSV, PNG plots (a panel per mask)."""
     from .report import write_report
 
     paths = [r / "results.jsonl" if r.is_dir() else r for r in results]
     for path in paths:
         if not path.exists():
             raise LongcaError(f"no results at {path}")
-    written = write_report(paths, output or paths[0].parent, plots=plots, memory=memory)
+    written = write_report(paths, output or paths[0].parent, plots=plots, memory=memory, html=html)
     for line in written["unreadable"]:
         typer.echo(f"warning: {line}; left out of the report", err=True)
     typer.echo(written["markdown"])
@@ -337,6 +342,10 @@ app.command("dist-run")(cli_errors(_dist_run))
 from .simulate import simulate as _simulate  # noqa: E402 - `longca simulate` (CP at any world size)
 
 app.command("simulate")(cli_errors(_simulate))
+
+from .compare_cmd import compare as _compare  # noqa: E402 - the `compare` command (performance gate)
+
+app.command("compare")(cli_errors(_compare))
 
 
 def run_cli() -> None:  # console-script entry point

@@ -1,0 +1,86 @@
+"""`longca report --html` in a real headless Chromium (Debian's, driven by playwright): the table
+renders, a filter changes the visible rows and the plots, sorting works, hover shows the record,
+and the page asks for nothing over the network. In CI (`LONGCA_REQUIRE_BROWSER=1`, set by .ci/run)
+a missing browser fails the test instead of skipping it."""
+import json
+import os
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from longca_cli.main import app
+
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+
+
+def _browser_or_skip() -> str:
+    chromium = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing = "the playwright package is not installed"
+    else:
+        missing = None if chromium else "no chromium executable (Debian package chromium)"
+    if missing:
+        if os.environ.get("LONGCA_REQUIRE_BROWSER"):
+            pytest.fail(f"LONGCA_REQUIRE_BROWSER is set but {missing}")
+        pytest.skip(missing)
+    return chromium  # type: ignore[return-value]
+
+
+def _rows():
+    out = []
+    for kernel, speed in (("fa2", 300.0), ("sdpa", 200.0), ("flex", 250.0)):
+        for mask in ("causal", "full", "sliding_window"):
+            for seqlen in (1024, 2048, 4096):
+                for direction in ("fwd", "bwd"):
+                    out.append({"kernel": kernel, "strategy": None, "world_size": 1, "mask": mask, "mask_params": {},
+                                "seqlen": seqlen, "heads_q": 8, "heads_kv": 8, "head_dim": 64, "dtype": "bfloat16",
+                                "direction": direction, "status": "ok", "tflops": speed * seqlen / 4096,
+                                "ms_median": 1.0, "ms_p20": 0.98, "ms_p80": 1.02, "backend": kernel,
+                                "case_id": f"{kernel}-{mask}-{seqlen}-{direction}"})
+    out.append({**out[0], "kernel": "torch", "status": "oom", "tflops": None, "backend": None, "case_id": "torch-oom",
+                "reason": "OutOfMemoryError"})
+    return out
+
+
+def test_report_page_in_headless_chromium(tmp_path):
+    chromium = _browser_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    rows = _rows()
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "run.json").write_text(json.dumps({"matmul_peak_tflops": 400.0, "gpu": "NVIDIA H200"}))
+    result = CliRunner().invoke(app, ["report", str(tmp_path), "--html", "--no-plots"])
+    assert result.exit_code == 0, result.output
+    page_path = tmp_path / "report.html"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=ARGS)
+        page = browser.new_page()
+        errors, requests = [], []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(page_path.as_uri())
+        assert page.locator("#rows tbody tr").count() == len(rows)
+        assert page.text_content("#count") == f"{len(rows)} of {len(rows)} rows shown"
+        panels = page.locator("#charts svg").count()
+        assert panels == 3 * 2 and page.locator("#charts svg circle").count() == 3 * 3 * 3 * 2
+        assert page.locator("#charts polyline").count() == 3 * 3 * 2
+
+        page.select_option("#filter-mask", "causal")
+        assert page.locator("#rows tbody tr").count() == 3 * 3 * 2 + 1
+        page.select_option("#filter-direction", "fwd")
+        assert page.locator("#rows tbody tr").count() == 3 * 3 + 1
+        assert page.locator("#charts svg").count() == 1 and page.locator("#charts svg circle").count() == 9
+
+        page.click("#rows th:has-text('TFLOP/s')")
+        page.click("#rows th:has-text('TFLOP/s')")  # descending
+        first = page.locator("#rows tbody tr").first
+        assert first.locator("td").first.text_content() == "fa2" and "300.0" in first.text_content()
+        first.hover()
+        assert page.is_visible("#detail") and '"case_id": "fa2-causal-4096-fwd"' in page.text_content("#detail")
+        browser.close()
+    assert not errors, errors
+    assert all(url.startswith("file:") for url in requests), requests
