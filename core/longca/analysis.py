@@ -2,9 +2,10 @@
 derive what reports show (fastest kernel per cell, fraction of peak, spread, scaling efficiency,
 memory). The CLI's `report`, plots and HTML page only render what this module computes.
 
-Rows are plain dicts (each `longca.results.ResultRow` as a dict, so rows of older schema versions
-carry the defaults of the fields they lack, and fields the schema does not know are kept); `pandas.DataFrame(results.rows)` gives a frame where
-pandas is installed (it is not a core dependency: the tables are small and numpy suffices).
+Rows are plain dicts (each `longca.results.ResultRow` as a dict: rows of older schema versions
+carry the defaults of the fields they lack, fields the schema does not know are kept).
+`pandas.DataFrame(results.rows)` gives a frame where pandas is installed; it is not a core
+dependency (tens of MB and an import cost for tables of a few thousand rows that lists handle).
 """
 from __future__ import annotations
 

@@ -115,6 +115,7 @@ def _length_figure(results: Results, rows: list[Row], value: Callable[[Row], Opt
     seqlens = sorted({r["seqlen"] for r in rows})
     peaks = [r["matmul_peak_tflops"] for r in rows if r.get("matmul_peak_tflops")]
     peak_value = analysis.median(peaks) if peak else None
+    of_runs = ", median of runs" if len(set(peaks)) > 1 else ""
     for (mask, d), ax in axes.items():
         by_col: dict[str, list[tuple[int, float]]] = {}
         for r in rows:
@@ -126,7 +127,7 @@ def _length_figure(results: Results, rows: list[Row], value: Callable[[Row], Opt
             ax.plot([p[0] for p in pts], [p[1] for p in pts], label=col, **_style(col))
         if peak_value:
             ax.axhline(peak_value, color="0.35", ls="--", lw=1,
-                       label=f"bf16 matmul peak, measured ({peak_value:.0f}{', median of runs' if len(set(peaks)) > 1 else ''})")
+                       label=f"bf16 matmul peak, measured ({peak_value:.0f}{of_runs})")
         _length_axis(ax, seqlens)
         ax.set_ylim(0, max(ax.get_ylim()[1], (peak_value or 0) * 1.06))  # from 0, the peak line inside
         ax.set_xlabel("sequence length (tokens, log₂)", fontsize=7)
@@ -155,7 +156,8 @@ def plot_all(results: Results, directory: Path, memory: bool = False) -> list[Pa
     for key, group in _groups(results.rows, cp=False).items():
         name = _safe(f"{key[0].replace(':', 'x')}_d{key[1]}_{key[2]}")
         kernels = len({r["column"] for r in group})
-        title = f"{_group_title(group[0])}: TFLOP/s, higher is better (median; {kernels} kernel{'s' if kernels > 1 else ''})"
+        title = (f"{_group_title(group[0])}: TFLOP/s, higher is better "
+                 f"(median; {kernels} kernel{'s' if kernels > 1 else ''})")
         p = _length_figure(results, group, lambda r: r.get("tflops"), "TFLOP/s", title,
                            directory / f"tflops_{name}.png", peak=True)
         paths += [p] if p else []
