@@ -107,3 +107,19 @@ def test_doc_example_runs_without_longca_cli(tmp_path):
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "fa3" in out.stdout and "ulysses/fa2" in out.stdout
+
+
+def test_simulated_fwdbwd_rows_sit_next_to_measured_fwd_and_bwd(tmp_path):
+    """`longca simulate` writes fwdbwd rows with per-phase figures; the report shows their fwd and
+    bwd next to the measured cells, and a simulated row never replaces the measured one."""
+    measured = [row("fa2", seqlen=4096, tflops=350.0), row("fa2", strategy="ulysses", world_size=2, tflops=300.0)]
+    sim = {**row("fa2", strategy="ulysses", world_size=2, tflops=310.0, simulated=True, direction="fwdbwd",
+                 case_id="sim-x"), "sim": {"fwd": {"tflops": 320.0, "ms_mean": 2.0}, "bwd": {"tflops": 305.0}}}
+    write(tmp_path / "cp", measured)
+    write(tmp_path / "sim", [sim])
+    results = analysis.load(tmp_path / "cp", tmp_path / "sim")
+    fwd = {(r["column"], r["direction"]): r["tflops"] for r in results.rows if r.get("strategy")}
+    assert fwd == {("ulysses/fa2", "fwd"): 300.0, ("ulysses/fa2 (sim)", "fwd"): 320.0,
+                   ("ulysses/fa2 (sim)", "bwd"): 305.0, ("ulysses/fa2 (sim)", "fwdbwd"): 310.0}
+    effs = sorted((p["row"]["column"], round(p["efficiency"], 3)) for p in analysis.scaling_efficiency(results.rows))
+    assert effs == [("ulysses/fa2", 0.857), ("ulysses/fa2 (sim)", 0.914)]

@@ -70,11 +70,12 @@ def _results_file(path: Path) -> Path:
 
 
 def case_key(row: Row) -> Any:
-    """What makes two rows the same case: the sweep's case id, else the problem's fields."""
-    return row.get("case_id") or json.dumps(
+    """What makes two rows the same case: the sweep's case id (else the problem's fields), and
+    whether it was simulated (a simulated row never replaces the measured one, nor the reverse)."""
+    return ("sim:" if is_simulated(row) else "") + (row.get("case_id") or json.dumps(
         [row.get(k) for k in ("kernel", "strategy", "world_size", "mask", "mask_params", "sampler", "sampler_params",
                               "seed", "batch", "seqlen", "heads_q", "heads_kv", "head_dim", "dtype", "direction",
-                              "device", "strategy_options")], sort_keys=True, default=str)
+                              "device", "strategy_options")], sort_keys=True, default=str))
 
 
 def load(*paths: Path | str) -> Results:
@@ -86,7 +87,7 @@ def load(*paths: Path | str) -> Results:
     by_case: dict[Any, Row] = {}
     runs: list[Run] = []
     unreadable: list[str] = []
-    total = 0
+    total = derived = 0
     for path in paths:
         file = _results_file(Path(path))
         label = file.parent.name or str(file.parent)
@@ -97,15 +98,33 @@ def load(*paths: Path | str) -> Results:
         read = read_results(file)
         unreadable += [f"{file} line {n}: {why}" for n, why in read.bad_lines]
         for typed in read.rows:
-            row = typed.as_dict()
             total += 1
-            key = case_key(row)
-            by_case.pop(key, None)  # the newest row goes last, as if the case had been measured then
-            by_case[key] = {**row, "source": label,
-                            "matmul_peak_tflops": row.get("matmul_peak_tflops") or folder_peak}
+            phases = _simulated_phases(typed.as_dict())
+            derived += len(phases)
+            for row in [typed.as_dict(), *phases]:
+                key = case_key(row)
+                by_case.pop(key, None)  # the newest row goes last, as if the case had been measured then
+                by_case[key] = {**row, "source": label,
+                                "matmul_peak_tflops": row.get("matmul_peak_tflops") or folder_peak}
     rows = list(by_case.values())
     _label_columns(rows)
-    return Results(rows, runs, total - len(rows), unreadable)
+    return Results(rows, runs, total + derived - len(rows), unreadable)
+
+
+def _simulated_phases(row: Row) -> list[Row]:
+    """A simulated fwdbwd row as its forward and backward rows too (from the simulator's own
+    per-phase figures in `sim`), so they sit next to the measured fwd and bwd cells."""
+    sim = row.get("sim")
+    if not (is_simulated(row) and row.get("direction") == "fwdbwd" and isinstance(sim, dict)):
+        return []
+    out = []
+    for phase in ("fwd", "bwd"):
+        figures = sim.get(phase)
+        if isinstance(figures, dict) and figures.get("tflops"):
+            out.append({**row, "direction": phase, "tflops": figures["tflops"], "ms_median": figures.get("ms_mean"),
+                        "ms_max_rank": figures.get("ms_max"), "peak_mem_bytes": figures.get("peak_mem_bytes"),
+                        "flops": None, "case_id": f"{row.get('case_id')}-{phase}", "derived_from": "fwdbwd"})
+    return out
 
 
 def is_simulated(row: Row) -> bool:

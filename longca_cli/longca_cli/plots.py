@@ -81,11 +81,13 @@ def _figure(panels: list[tuple[str, str]], ncols_masks: int) -> tuple[Any, dict[
     fig, axes = plt.subplots(nrows, ncols, figsize=(max(2.9 * ncols + 0.4, 7.5), 2.5 * nrows + 1.3), squeeze=False,
                              layout="constrained")
     placed = {}
+    wanted = set(panels)
     for i, mask in enumerate(masks):
         for j, d in enumerate(dirs):
             ax = axes[i // per_row][(i % per_row) * len(dirs) + j]
-            placed[(mask, d)] = ax
-            ax.set_title(textwrap.fill(f"{mask} · {d}", 42), fontsize=8)
+            if (mask, d) in wanted:
+                placed[(mask, d)] = ax
+                ax.set_title(textwrap.fill(f"{mask} · {d}", 42), fontsize=8)
     for ax in axes.flat:
         if ax not in placed.values():
             ax.axis("off")
@@ -167,7 +169,8 @@ def plot_all(results: Results, directory: Path, memory: bool = False) -> list[Pa
                                f"{_group_title(group[0])}: peak GPU memory per call, lower is better",
                                directory / f"memory_{name}.png", peak=False)
             paths += [p] if p else []
-    cp_rows = [r for r in results.rows if r.get("strategy")]
+    split = {r["case_id"].rsplit("-", 1)[0] for r in results.rows if r.get("derived_from") == "fwdbwd"}
+    cp_rows = [r for r in results.rows if r.get("strategy") and r.get("case_id") not in split]  # phases, not twice
     if cp_rows:
         paths += cp_figures(results, cp_rows, directory)
     return paths

@@ -189,7 +189,9 @@ def efficiency_markdown(pairs: list[dict[str, Any]]) -> str:
     for (direction, heads, d, dtype), group in groups.items():
         worlds = sorted({p["row"]["world_size"] for p in group})
         cells: dict[tuple, dict[int, dict]] = {}
+        masks = {m: i for i, m in enumerate(dict.fromkeys(analysis.mask_label(p["row"]) for p in group))}
         measured_first = sorted(group, key=lambda p: (_column(p["row"]).replace(" (sim)", ""),
+                                                      masks[analysis.mask_label(p["row"])],
                                                       analysis.is_simulated(p["row"])))
         for p in measured_first:
             r = p["row"]
