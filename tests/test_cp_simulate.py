@@ -73,3 +73,21 @@ def test_simulate_cli(tmp_path):
     assert json.loads(slow.stdout)[0]["ms_median"] > json.loads(fast.stdout)[0]["ms_median"]
     bad = run("--world-sizes", "2048", "--seqlen-per-rank", "1k")
     assert bad.returncode == 2 and "1,024" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_recommend_ranks_marks_ties_and_refusals():
+    out = subprocess.run([sys.executable, "-m", "longca_cli.main", "recommend", "--mask", "causal_document",
+                          "--seqlen", "64k", "--gpus", "16", "--gpus-per-node", "8", "--heads", "64:8",
+                          "--samples", "1", "--format", "json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    lines = json.loads(out.stdout)
+    ok = [ln for ln in lines if ln["status"] == "ok"]
+    assert [ln["rank"] for ln in ok] == list(range(1, len(ok) + 1))
+    assert all(a["step_ms"] <= b["step_ms"] for a, b in zip(ok, ok[1:]))
+    assert {ln["strategy"] for ln in ok} == {"ulysses", "ring-p2p", "ring-allgather", "usp", "loongtrain"}
+    for ln in ok[1:]:
+        assert ln["near_tie_with_best"] == (ln["step_ms"] <= ok[0]["step_ms"] * (1 + max(
+            ok[0]["model_error_pct"], ln["model_error_pct"]) / 100))
+    refused = {ln["kernel"]: ln["reason"] for ln in lines if ln["status"] != "ok"}
+    assert "no measured one-GPU rows" in refused["reference"]
+    assert all(ln["basis"] == "model" for ln in ok)

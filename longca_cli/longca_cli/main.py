@@ -347,6 +347,10 @@ from .compare_cmd import compare as _compare  # noqa: E402 - the `compare` comma
 
 app.command("compare")(cli_errors(_compare))
 
+from .recommend import recommend as _recommend  # noqa: E402 - `longca recommend` (ranked CP choices)
+
+app.command("recommend")(cli_errors(_recommend))
+
 
 def run_cli() -> None:  # console-script entry point
     app()

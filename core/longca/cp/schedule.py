@@ -91,6 +91,7 @@ class RingSchedule:
     ring_layout: Layout = field(init=False)
     layout: Layout = field(init=False)
     _buffers: Optional[tuple] = field(init=False, default=None)
+    memo: Optional[dict] = field(default=None, repr=False)  # a dict: keep every rank's calls (pricing them often)
 
     def __post_init__(self) -> None:
         world = self.problem.world_size
@@ -137,10 +138,16 @@ class RingSchedule:
         return {j: table.calls(source == j) for j in range(self.ring_size)}
 
     def rank_calls(self, rank: int) -> RankCalls:
-        table, source = self.position_calls(self.position(rank)[0])
+        position = self.position(rank)[0]
+        if self.memo is not None and position in self.memo:
+            return self.memo[position]
+        table, source = self.position_calls(position)
         p = self.problem
-        return RankCalls(table, self.step_of(self.position(rank)[0], source), p.heads_q // self.head_degree,
-                         p.heads_kv * self.kv_repeat // self.head_degree, self.ring_size)
+        out = RankCalls(table, self.step_of(position, source), p.heads_q // self.head_degree,
+                        p.heads_kv * self.kv_repeat // self.head_degree, self.ring_size)
+        if self.memo is not None:
+            self.memo[position] = out
+        return out
 
     def classes(self) -> Iterator[tuple[int, list[int]]]:
         """(representative rank, ranks with the same calls): the U ranks of each ring position."""
@@ -206,6 +213,7 @@ class GatherSchedule:
     mask_slices: np.ndarray
     layout_kind: str
     layout: Layout = field(init=False)
+    memo: Optional[dict] = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.layout = make_layout(self.layout_kind, self.problem.seqlen, self.problem.world_size)
@@ -218,8 +226,13 @@ class GatherSchedule:
         return pair_table(self.mask_slices, self.layout.runs[rank], [(0, self.problem.seqlen)]).calls()
 
     def rank_calls(self, rank: int) -> RankCalls:
+        if self.memo is not None and rank in self.memo:
+            return self.memo[rank]
         table = pair_table(self.mask_slices, self.layout.runs[rank], [(0, self.problem.seqlen)])
-        return RankCalls(table, np.zeros(len(table), dtype=np.int64), self.problem.heads_q, self.problem.heads_kv, 1)
+        out = RankCalls(table, np.zeros(len(table), dtype=np.int64), self.problem.heads_q, self.problem.heads_kv, 1)
+        if self.memo is not None:
+            self.memo[rank] = out
+        return out
 
     def classes(self) -> Iterator[tuple[int, list[int]]]:
         for rank in range(self.world):

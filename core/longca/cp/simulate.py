@@ -227,7 +227,12 @@ def peak_memory(sched: Schedule, direction: str) -> int:
 def simulate_mask(problem: Problem, mask, options: dict[str, Any], pricing: Pricing,
                   registry: Optional[Registry] = None) -> dict[str, Any]:
     """Figures of one mask draw: per-phase critical and mean times, compute, balance."""
-    sched = schedule_of(problem, mask, options, registry)
+    return simulate_schedule(schedule_of(problem, mask, options, registry), mask.area, pricing)
+
+
+def simulate_schedule(sched: Schedule, area: float, pricing: Pricing) -> dict[str, Any]:
+    """`simulate_mask` of a schedule already built (to price one schedule with several kernels)."""
+    problem = sched.problem
     run = _simulate_ring if isinstance(sched, RingSchedule) else _simulate_gather
     sim = run(sched, pricing, problem)
     out: dict[str, Any] = {"balance": balance_of(rank_totals(sched)), "measured_share": sim["measured_share"]}
@@ -240,7 +245,7 @@ def simulate_mask(problem: Problem, mask, options: dict[str, Any], pricing: Pric
         out[phase] = {"ms_max": float(end.max()), "ms_mean": mean, "critical_rank": critical,
                       "compute_ms": float(compute[critical]), "exposed_ms": float(end[critical] - compute[critical]),
                       "peak_mem_bytes": peak_memory(sched, phase)}
-    out["area"] = mask.area
+    out["area"] = area
     return out
 
 
