@@ -91,3 +91,17 @@ def test_recommend_ranks_marks_ties_and_refusals():
     refused = {ln["kernel"]: ln["reason"] for ln in lines if ln["status"] != "ok"}
     assert "no measured one-GPU rows" in refused["reference"]
     assert all(ln["basis"] == "model" for ln in ok)
+
+
+def test_comm_bench_writes_a_calibration_the_simulator_reads(tmp_path):
+    calib = tmp_path / "calib.json"
+    out = subprocess.run([sys.executable, "-m", "longca_cli.main", "comm-bench", "--nproc", "2", "--backend", "gloo",
+                          "--device", "cpu", "--sizes", "64k,256k", "--repeat", "2", "--output", str(calib)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(calib.read_text())
+    assert set(doc["intra"]) == {"all_to_all", "all_gather", "reduce_scatter", "p2p"}
+    assert all(v["bandwidth_gbs"] > 0 for v in doc["intra"].values()) and len(doc["measurements"]) == 8
+    topo = preset("h200-sxm").with_calibration(calib)
+    assert topo.intra["p2p"].bandwidth_gbs == pytest.approx(doc["intra"]["p2p"]["bandwidth_gbs"])
+    assert topo.inter == preset("h200-sxm").inter and topo.gpus_per_node == 8

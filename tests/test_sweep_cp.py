@@ -83,3 +83,30 @@ def test_scaling_efficiency_divides_by_the_kernel_alone_at_the_per_gpu_length():
     pairs = scaling_efficiency(rows)
     assert [(p["row"]["world_size"], p["efficiency"]) for p in pairs] == [(8, 0.9)]
     assert "| usp/fa2 | full | 8k | 400.0 | 0.90 (360.0) |" in efficiency_markdown(pairs)
+
+
+def test_cp_sweep_on_two_node_agents(tmp_path):
+    """A CP sweep under torchrun --nnodes 2 (c10d rendezvous, 2 ranks per agent): the world-size-4 cases
+    run in the launcher's group, rank 0 writes each row once, the other world sizes are left out."""
+    import socket
+    import subprocess
+    import sys
+
+    spec = tmp_path / "cp.toml"
+    spec.write_text(textwrap.dedent(SPEC).replace("world_sizes = [1, 2]", "world_sizes = [2, 4]")
+                    .replace('masks = ["causal", "causal_document"]', 'masks = ["causal_document"]'))
+    out = tmp_path / "out"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
+           "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "longca-sweep",
+           "-m", "longca_cli.main", "sweep", str(spec), "--output", str(out)]
+    agents = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [a.communicate(timeout=300) for a in agents]
+    assert all(a.returncode == 0 for a in agents), outs[0][1][-3000:] + outs[1][1][-3000:]
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted((r["strategy"], r["direction"]) for r in rows) == sorted(
+        (s, d) for s in ("ring-p2p", "ulysses") for d in ("fwd", "bwd"))
+    assert all(r["status"] == "ok" and r["world_size"] == 4 and r["rel_err"] < 1e-4 for r in rows)
+    assert all(r["balance"]["calls_max"] >= 1 for r in rows)

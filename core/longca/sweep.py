@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import sys
 import time
@@ -15,7 +16,7 @@ from .errors import LongcaError
 from .masks.catalog import BLOCK_SPARSE_MASKS, STATIC_MASKS
 from .plugins import Registry, get_registry
 from .problem import Problem, check_mask_params
-from .outdir import OutputFolder
+from .outdir import RESULTS_FILE, OutputFolder
 from .results import ResultRow, ResultsWriter, case_id
 from .runinfo import record_run
 from .sizes import parse_heads, parse_size
@@ -227,25 +228,38 @@ def run_sweep(spec: SweepSpec, output: Path, resume: bool = False,
     `max_seconds`: start no case (or CP batch) after that many seconds; a case already running
     finishes. The cases left are run by a later call with `resume=True`."""
     registry = registry or get_registry()
+    from .cp.launch import under_torchrun
+
+    # under torchrun (one or many nodes) every rank runs the loop: the CP cases of its world size
+    # join the launcher's group, single-GPU cases run on rank 0 alone, and only rank 0 writes
+    launched = under_torchrun()
+    lead = not launched or os.environ.get("RANK") == "0"
+    if launched and max_seconds is not None:
+        raise LongcaError("--max-minutes does not work under torchrun: every rank must run the same cases")
     check_device(spec.device)
+    if not lead:  # the other ranks read the folder (for --resume) but never write or lock it
+        return _run_into(None, Path(output), spec, resume, on_case, registry, max_seconds, launched)
     with OutputFolder(output) as folder:
-        return _run_into(folder, spec, resume, on_case, registry, max_seconds)
+        return _run_into(folder, folder.path, spec, resume, on_case, registry, max_seconds, launched)
 
 
-def _run_into(folder: OutputFolder, spec: SweepSpec, resume: bool,
+def _run_into(folder: Optional[OutputFolder], path: Path, spec: SweepSpec, resume: bool,
               on_case: Optional[Callable[[Problem, Optional[ResultRow]], None]], registry: Registry,
-              max_seconds: Optional[float]) -> list[ResultRow]:
+              max_seconds: Optional[float], launched: bool = False) -> list[ResultRow]:
+    lead = folder is not None
+    world = int(os.environ.get("WORLD_SIZE", "1"))
     started = time.monotonic()
     out_of_time = lambda: max_seconds is not None and time.monotonic() - started > max_seconds  # noqa: E731
-    writer = ResultsWriter(folder.results)
-    if not resume and writer.path.exists() and writer.path.stat().st_size:
+    writer = ResultsWriter(folder.results if folder else path / RESULTS_FILE)
+    if lead and not resume and writer.path.exists() and writer.path.stat().st_size:
         raise LongcaError(f"{writer.path} already has results; pass --resume to continue it, "
                           f"or choose another --output")
     done = writer.done_ids() if resume else set()
     extra: dict[str, Any] = {"spec": spec.model_dump()}
     if spec.measure_peak:
         extra["matmul_peak_tflops"] = measure_matmul_peak(spec.device)
-    record_run(folder.path, extra, registry)
+    if lead:
+        record_run(path, extra, registry)
     options = RunOptions(warmup=spec.warmup, repeat=spec.repeat, samples=spec.samples, check=spec.check)
     rows = []
     runner = Supervisor(isolate=spec.isolate)
@@ -253,7 +267,8 @@ def _run_into(folder: OutputFolder, spec: SweepSpec, resume: bool,
 
     def record(problem: Problem, row: ResultRow) -> None:
         row.matmul_peak_tflops = extra.get("matmul_peak_tflops")  # this run's peak: resumed folders mix runs
-        writer.append(row)
+        if lead:
+            writer.append(row)
         rows.append(row)
         if on_case:
             on_case(problem, row)
@@ -270,7 +285,13 @@ def _run_into(folder: OutputFolder, spec: SweepSpec, resume: bool,
                           spec.case_timeout, on_row=record)  # each row written as soon as it is measured
 
     try:
-        for problem in problems(spec, registry):
+        todo = list(problems(spec, registry))
+        if launched:
+            todo = [p for p in todo if (p.world_size == world if p.strategy else lead)]
+            if not any(p.strategy for p in todo):
+                raise LongcaError(f"under torchrun ({world} ranks) a sweep runs its CP cases of world size {world}; "
+                                  f"the spec has none (world_sizes)")
+        for problem in todo:
             if out_of_time():
                 break
             if case_id(problem) in done:

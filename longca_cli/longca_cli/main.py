@@ -351,6 +351,10 @@ from .recommend import recommend as _recommend  # noqa: E402 - `longca recommend
 
 app.command("recommend")(cli_errors(_recommend))
 
+from .comm_bench import comm_bench as _comm_bench  # noqa: E402 - `longca comm-bench` (simulator calibration)
+
+app.command("comm-bench")(cli_errors(_comm_bench))
+
 
 def run_cli() -> None:  # console-script entry point
     app()

@@ -2,12 +2,12 @@
 
 A call is priced from its slices with a tile model (tile T = 128 rows x 128 keys):
 
-    ms = launch + row * heads * sum(ceil(Lq / T))  +  tile * heads * sum(padded area)
+    ms = launch + row * heads * sum(ceil(Lq / T))  +  tile * heads * sum(padded area)  +  segment * heads * slices
 
 `padded area` counts what a tiled kernel computes: a full slice rounded up to whole tiles, a
 triangle's area plus half a tile per row block on its diagonal. `launch` is the fixed cost of a
-call, `row` the cost of a row block (load Q, write O and lse), `tile` the cost per unmasked pair.
-The three coefficients are fitted per kernel and direction by least squares on relative error
+call, `row` the cost of a row block (load Q, write O and lse), `tile` the cost per unmasked pair,
+`segment` the cost of each slice (a varlen segment: one per document piece). The four coefficients are fitted per kernel and direction by least squares on relative error
 over the rows of the masks CP calls are made of (full, causal, full_document, causal_document),
 each row's features averaged over its own mask draws (rebuilt from its sampler and seed).
 
@@ -34,7 +34,7 @@ from .calls import CallTable, pair_table
 TILE = 128
 FIT_MASKS = ("full", "causal", "full_document", "causal_document")
 FIT_PATH = Path(__file__).resolve().parent.parent / "data" / "cp_kernel_fit.json"
-NAMES = ("launch_ms", "row_ms", "tile_ms")
+NAMES = ("launch_ms", "row_ms", "tile_ms", "segment_ms")
 
 
 def slice_features(slices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -51,14 +51,15 @@ def slice_features(slices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def table_features(table: CallTable, heads: int) -> np.ndarray:
-    """(calls, 3): launches, head row blocks, head padded area of every call of a table."""
+    """(calls, 4): launches, head row blocks, head padded area, head segments of every call of a table."""
     if not len(table):
-        return np.zeros((0, 3))
+        return np.zeros((0, len(NAMES)))
     nq, padded = slice_features(table.slices)
     first = table.start[:-1]
     rows = np.add.reduceat(nq, first) * heads
     area = np.add.reduceat(padded, first) * heads
-    return np.column_stack([np.ones(len(table)), rows, area])
+    segments = np.diff(table.start).astype(float) * heads
+    return np.column_stack([np.ones(len(table)), rows, area, segments])
 
 
 @dataclass
@@ -70,6 +71,7 @@ class KernelFit:
     launch_ms: float
     row_ms: float
     tile_ms: float
+    segment_ms: float
     rows: int
     median_err_pct: float
     max_err_pct: float
@@ -78,7 +80,7 @@ class KernelFit:
 
     @property
     def coef(self) -> np.ndarray:
-        return np.array([self.launch_ms, self.row_ms, self.tile_ms])
+        return np.array([self.launch_ms, self.row_ms, self.tile_ms, self.segment_ms])
 
     def price(self, features: np.ndarray) -> np.ndarray:
         """Milliseconds of each call (features from `table_features`)."""
@@ -91,7 +93,7 @@ class KernelFit:
 
 
 def _nonneg_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Least squares with coefficients >= 0 (drops negative ones and refits; three unknowns)."""
+    """Least squares with coefficients >= 0 (drops negative ones and refits; a handful of unknowns)."""
     active = list(range(a.shape[1]))
     while True:
         x = np.zeros(a.shape[1])

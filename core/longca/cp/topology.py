@@ -89,8 +89,7 @@ class Topology:
                     raise LongcaError(f"calibration {path}: unknown collective {kind!r}")
                 table[kind] = Link(float(fig["bandwidth_gbs"]), float(fig["latency_us"]))
         sources = {**self.sources, "calibration": f"{path} ({doc.get('machine', 'unknown machine')})"}
-        return replace(self, intra=intra, inter=inter, sources=sources,
-                       gpus_per_node=int(doc.get("gpus_per_node", self.gpus_per_node)))
+        return replace(self, intra=intra, inter=inter, sources=sources)
 
     def override(self, gpus_per_node: Optional[int] = None, figures: Optional[dict[str, float]] = None) -> "Topology":
         """Hand-set figures: `intra.p2p.bandwidth_gbs=300`, `inter.all_to_all.latency_us=30`, `hbm_gbs=...`."""
