@@ -87,7 +87,7 @@ def _figure(panels: list[tuple[str, str]], ncols_masks: int) -> tuple[Any, dict[
             ax = axes[i // per_row][(i % per_row) * len(dirs) + j]
             if (mask, d) in wanted:
                 placed[(mask, d)] = ax
-                ax.set_title(textwrap.fill(f"{mask} · {d}", 42), fontsize=8)
+                ax.set_title(textwrap.fill(f"{mask} · {d}", 38), fontsize=8)
     for ax in axes.flat:
         if ax not in placed.values():
             ax.axis("off")
@@ -99,6 +99,9 @@ def _finish(fig: Any, title: str, path: Path, extra_handles: Optional[list] = No
     for ax in fig.axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
+    # kernels first, then the peak line and the kernel-alone marks
+    order = sorted(handles, key=lambda lab: (lab.startswith("bf16") or lab.endswith(" alone"), lab))
+    handles = {lab: handles[lab] for lab in order}
     width_in = fig.get_size_inches()[0]
     ncol = max(1, min(len(handles), int(width_in // 2.2)))
     fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
