@@ -83,3 +83,17 @@ def test_compare_old_rows_fall_back_to_p20_p80_and_bad_input_is_one_line(tmp_pat
     assert bad.exit_code == 2 and "--threshold" in bad.output
     missing = CliRunner().invoke(app, ["compare", str(base), str(tmp_path / "nowhere")])
     assert missing.exit_code == 2 and "no results at" in missing.output
+
+
+def test_a_case_that_breaks_fails_the_gate_and_one_that_starts_running_does_not(tmp_path):
+    base, new = synthetic(tmp_path)
+    rows = [json.loads(line) for line in (new / "results.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if r["kernel"] != "fast"]
+    rows[0].update(status="error", reason="RuntimeError: boom", tflops=None, ms_median=None, iter_times_ms=None)
+    (new / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = CliRunner().invoke(app, ["compare", str(new), str(base), "-f", "json"])  # NEW = base: error -> ok
+    by = {c["kernel"]: c for c in json.loads(result.stdout)["cases"]}
+    assert by["noisy"]["label"] == "now runs" and result.exit_code == 0
+    result = CliRunner().invoke(app, ["compare", str(base), str(new), "-f", "json"])
+    by = {c["kernel"]: c for c in json.loads(result.stdout)["cases"]}
+    assert by["noisy"]["label"] == "broken" and by["noisy"]["gate"] and result.exit_code == 1

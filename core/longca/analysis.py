@@ -69,13 +69,22 @@ def _results_file(path: Path) -> Path:
     return file
 
 
+PROBLEM_FIELDS = ("kernel", "strategy", "world_size", "mask", "mask_params", "sampler", "sampler_params", "seed",
+                  "batch", "seqlen", "heads_q", "heads_kv", "head_dim", "dtype", "direction", "device",
+                  "strategy_options")
+
+
+def problem_key(row: Row) -> str:
+    """The case as its problem fields say (stable across longca versions, unlike `case_id`), and
+    whether it was simulated."""
+    return ("sim:" if is_simulated(row) else "") + json.dumps([row.get(k) for k in PROBLEM_FIELDS], sort_keys=True,
+                                                               default=str)
+
+
 def case_key(row: Row) -> Any:
-    """What makes two rows the same case: the sweep's case id (else the problem's fields), and
-    whether it was simulated (a simulated row never replaces the measured one, nor the reverse)."""
-    return ("sim:" if is_simulated(row) else "") + (row.get("case_id") or json.dumps(
-        [row.get(k) for k in ("kernel", "strategy", "world_size", "mask", "mask_params", "sampler", "sampler_params",
-                              "seed", "batch", "seqlen", "heads_q", "heads_kv", "head_dim", "dtype", "direction",
-                              "device", "strategy_options")], sort_keys=True, default=str))
+    """What makes two rows the same case in one report: the sweep's case id (else the problem's
+    fields), and whether it was simulated (a simulated row never replaces the measured one)."""
+    return ("sim:" + str(row.get("case_id")) if is_simulated(row) else row.get("case_id")) or problem_key(row)
 
 
 def load(*paths: Path | str) -> Results:

@@ -22,6 +22,7 @@ import numpy as np
 
 from . import analysis
 from .analysis import Results, Row
+from .results import is_unavailable
 
 BROKEN = ("error", "oom", "timeout", "incorrect")  # ok in BASE, one of these in NEW: fails the gate
 
@@ -34,7 +35,7 @@ class CaseComparison:
     low: Optional[float]
     high: Optional[float]
     method: str
-    label: str  # faster | slower | same within noise | no spread recorded | broken | fixed | not run
+    label: str  # faster | slower | same within noise | no spread recorded | broken | now runs | now refused | ...
     gate: bool = False  # this case fails the gate
     normalised: Optional[float] = None  # ratio / the control's ratio
 
@@ -119,7 +120,8 @@ def compare_rows(base: Row, new: Row, threshold: float, confidence: float, rng: 
     if not (b_ok and n_ok):
         if b_ok and new.get("status") in BROKEN:
             return CaseComparison(base, new, None, None, None, "status", "broken", gate=True)
-        label = "fixed" if n_ok else "not run"
+        label = ("now runs" if n_ok else "not installed in NEW" if is_unavailable(new) else "now refused" if b_ok
+                 else "runs in neither")
         return CaseComparison(base, new, None, None, None, "status", label)
     bs, ns = _samples(base), _samples(new)
     if bs and ns:
@@ -136,7 +138,7 @@ def compare_rows(base: Row, new: Row, threshold: float, confidence: float, rng: 
         ratio = base["ms_median"] / new["ms_median"]
         return CaseComparison(base, new, ratio, None, None, "medians only", "no spread recorded")
     else:
-        return CaseComparison(base, new, None, None, None, "no times", "not run")
+        return CaseComparison(base, new, None, None, None, "no times", "no times recorded")
     label = "faster" if low > 1 else "slower" if high < 1 else "same within noise"
     return CaseComparison(base, new, ratio, low, high, method, label, gate=high < 1 - threshold)
 
@@ -149,12 +151,13 @@ def _peak(results: Results) -> Optional[float]:
 
 def compare(base: Results, new: Results, threshold: float = 0.03, confidence: float = 0.95,
             seed: int = 0) -> Comparison:
-    """Every case of NEW matched with the same case of BASE (same case id, or the same problem)."""
+    """Every case of NEW matched with the same case of BASE: the same problem fields (kernel,
+    mask, sizes, dtype, direction, sampler, seed, strategy...), whatever the longca version."""
     if not 0 <= threshold < 1:
         raise ValueError("threshold is a fraction in [0, 1)")
     rng = np.random.default_rng(seed)
-    base_by = {analysis.case_key(r): r for r in base.rows}
-    new_by = {analysis.case_key(r): r for r in new.rows}
+    base_by = {analysis.problem_key(r): r for r in base.rows}
+    new_by = {analysis.problem_key(r): r for r in new.rows}
     cases = [compare_rows(base_by[k], r, threshold, confidence, rng) for k, r in new_by.items() if k in base_by]
     b_peak, n_peak = _peak(base), _peak(new)
     control: dict[str, Any] = {"what": "bf16 matmul peak (TFLOP/s) of each run", "base": b_peak, "new": n_peak,

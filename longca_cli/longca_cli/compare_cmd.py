@@ -11,8 +11,8 @@ import typer
 from longca.errors import LongcaError
 from longca.sizes import format_size
 
-LABEL_ORDER = {"broken": 0, "slower": 1, "no spread recorded": 2, "same within noise": 3, "faster": 4,
-               "fixed": 5, "not run": 6}
+LABEL_ORDER = {"broken": 0, "slower": 1, "now refused": 2, "not installed in NEW": 3, "no spread recorded": 4,
+               "same within noise": 5, "faster": 6, "now runs": 7, "runs in neither": 8}
 
 
 def parse_threshold(text: str) -> float:
