@@ -63,7 +63,7 @@ def comm_bench(
         typer.echo(json.dumps(doc, indent=1))
         return
     where = "intra" if "intra" in doc else "inter"
-    rows = [{"where": where, "collective": k, "GB/s": f"{v['bandwidth_gbs']:.3g}", "latency us": f"{v['latency_us']:.3g}"}
-            for k, v in doc[where].items()]
+    rows = [{"where": where, "collective": k, "GB/s": f"{v['bandwidth_gbs']:.3g}",
+             "latency us": f"{v['latency_us']:.3g}"} for k, v in doc[where].items()]
     typer.echo(render.table(rows, ["where", "collective", "GB/s", "latency us"]))
     typer.echo(f"wrote {output} (longca simulate --calibration {output})")

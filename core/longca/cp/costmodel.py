@@ -2,14 +2,15 @@
 
 A call is priced from its slices with a tile model (tile T = 128 rows x 128 keys):
 
-    ms = launch + row * heads * sum(ceil(Lq / T))  +  tile * heads * sum(padded area)  +  segment * heads * slices
+    ms = launch + row * heads * sum(ceil(Lq / T)) + tile * heads * sum(padded area) + segment * heads * slices
 
 `padded area` counts what a tiled kernel computes: a full slice rounded up to whole tiles, a
 triangle's area plus half a tile per row block on its diagonal. `launch` is the fixed cost of a
 call, `row` the cost of a row block (load Q, write O and lse), `tile` the cost per unmasked pair,
-`segment` the cost of each slice (a varlen segment: one per document piece). The four coefficients are fitted per kernel and direction by least squares on relative error
-over the rows of the masks CP calls are made of (full, causal, full_document, causal_document),
-each row's features averaged over its own mask draws (rebuilt from its sampler and seed).
+`segment` the cost of each slice (a varlen segment: one per document piece). The four
+coefficients are fitted per kernel and direction by least squares on relative error over the
+rows of the masks CP calls are made of (full, causal, full_document, causal_document), each
+row's features averaged over its own mask draws (rebuilt from its sampler and seed).
 
 Outside the data the rule is the model itself: linear in tiles above the largest measured call
 (constant throughput, the flat TFLOP/s of 24K-48K rows supports it) and dominated by the launch

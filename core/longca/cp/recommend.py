@@ -102,7 +102,8 @@ def _measured(rows: Iterable[dict[str, Any]], problem: Problem, options: dict[st
     """The measured fwd and bwd rows of exactly this case, if a results folder holds them."""
     found: dict[str, Any] = {}
     for row in rows:
-        if (row.get("status") == "ok" and row.get("strategy") == problem.strategy and row.get("kernel") == problem.kernel
+        if (row.get("status") == "ok" and row.get("strategy") == problem.strategy
+                and row.get("kernel") == problem.kernel
                 and row.get("world_size") == problem.world_size and row.get("mask") == problem.mask
                 and row.get("seqlen") == problem.seqlen and row.get("heads_q") == problem.heads_q
                 and row.get("heads_kv") == problem.heads_kv and row.get("head_dim") == problem.head_dim
