@@ -30,6 +30,10 @@ def _r(value: Optional[float], digits: int = 3) -> str:
     return "" if value is None else f"{value:.{digits}f}"
 
 
+def _tf(value: Optional[float]) -> str:
+    return "" if value is None else f"{value:.1f}" if value >= 10 else f"{value:.3g}"
+
+
 def markdown(cmp: Any, base: Path, new: Path) -> str:
     out = [f"# longca compare: {new} against {base}\n",
            "Ratio = NEW speed / BASE speed (base time / new time): above 1 is faster. "
@@ -42,7 +46,11 @@ def markdown(cmp: Any, base: Path, new: Path) -> str:
                f"the gate; {len(cmp.only_base)} cases only in BASE, {len(cmp.only_new)} only in NEW.\n")
     c = cmp.control
     out += ["## Control: the machine\n", "| | BASE | NEW | ratio |", "|---|---|---|---|",
-            f"| {c['what']} | {_r(c['base'], 0)} | {_r(c['new'], 0)} | {_r(c['ratio'])} |", ""]
+            f"| {c['what']} | {_r(c['base'], 0) or 'not measured'} | {_r(c['new'], 0) or 'not measured'} "
+            f"| {_r(c['ratio'])} |", ""]
+    if not c.get("ratio"):
+        out.append("Without a control in both runs (CPU runs, `longca run`), a change of the machine or of its "
+                   "load cannot be told from a kernel change: compare runs made back to back on one idle machine.\n")
     if c.get("machine_changed"):
         out.append(f"**The machine changed**: its matmul peak moved by {abs(c['ratio'] - 1):.1%}, more than the "
                    "threshold, so kernel ratios include the machine's; `÷ control` divides it out.\n")
@@ -66,8 +74,8 @@ def markdown(cmp: Any, base: Path, new: Path) -> str:
     for case in sorted(cmp.cases, key=lambda c: (LABEL_ORDER.get(c.label, 9), c.ratio or 0)):
         d = case.as_dict()
         interval = f"{_r(d['ci_low'])}-{_r(d['ci_high'])}" if d["ci_low"] is not None else ""
-        base_tf = _r(d["base_tflops"], 1) or d["base_status"]
-        new_tf = _r(d["new_tflops"], 1) or d["new_status"]
+        base_tf = _tf(d["base_tflops"]) or d["base_status"]
+        new_tf = _tf(d["new_tflops"]) or d["new_status"]
         out.append(f"| {d['kernel']} | {d['mask']} | {format_size(d['seqlen'])} | {d['direction']} | {d['heads']} | "
                    f"{d['head_dim']} | {d['dtype']} | {base_tf} | {new_tf} | {_r(d['ratio'])} | {interval} | "
                    f"{_r(d['normalised_ratio'])} | {d['label']} | {'FAIL' if d['gate'] else ''} |")
@@ -84,7 +92,8 @@ def html_page(cmp: Any, base: Path, new: Path, text: str) -> str:
     for case in cmp.cases:
         d = case.as_dict()
         rows.append({**d, "state": d["label"], "record": {"base": case.base, "new": case.new, "comparison": d}})
-    columns = [{"key": k, "label": lab, **({"num": True, "digits": dg} if dg is not None else {})} for k, lab, dg in [
+    columns = [{"key": k, "label": lab, **({"num": True, "digits": dg, "small": dg == 1} if dg is not None else {})}
+               for k, lab, dg in [
         ("kernel", "kernel", None), ("mask", "mask", None), ("seqlen", "seqlen", None),
         ("direction", "direction", None),
         ("heads", "heads", None), ("dtype", "dtype", None), ("base_tflops", "BASE TFLOP/s", 1),

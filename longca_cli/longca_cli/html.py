@@ -37,9 +37,14 @@ const rows = data.rows, cols = data.columns, filters = data.filters;
 const tbody = document.querySelector('#rows tbody'), thead = document.querySelector('#rows thead tr');
 const detail = document.getElementById('detail');
 let sortKey = null, sortDir = 1;
+const BAD = ['slower', 'broken', 'now refused', 'err', 'oom', 'wrong', 'timeout', 'unsup'];
+const NA = ['n/a', 'not installed in NEW', 'runs in neither', ''];
 function fmt(v, c) {
   if (v === null || v === undefined) return '';
-  if (typeof v === 'number') return c.digits !== undefined ? v.toFixed(c.digits) : String(v);
+  if (typeof v === 'number') {
+    if (c.small && Math.abs(v) < 10) return String(+v.toPrecision(3));
+    return c.digits !== undefined ? v.toFixed(c.digits) : String(v);
+  }
   if (typeof v === 'object') return JSON.stringify(v);
   return String(v);
 }
@@ -79,8 +84,7 @@ function render() {
     cols.forEach(c => {
       const td = document.createElement('td'); td.textContent = c.key === 'seqlen' ? size(r[c.key]) : fmt(r[c.key], c);
       if (c.num) td.className = 'num';
-      if (c.key === 'state')
-        td.className = r.state === 'ok' || r.state === 'faster' ? 's-ok' : r.state === 'n/a' ? 's-na' : 's-bad';
+      if (c.key === 'state') td.className = BAD.includes(r.state) ? 's-bad' : NA.includes(r.state) ? 's-na' : 's-ok';
       tr.appendChild(td);
     });
     const record = JSON.stringify(r.record, null, 1);
@@ -210,7 +214,7 @@ REPORT_COLUMNS: list[dict[str, Any]] = [
     {"key": "direction", "label": "direction"}, {"key": "heads", "label": "heads"},
     {"key": "head_dim", "label": "head_dim"}, {"key": "dtype", "label": "dtype"},
     {"key": "world_size", "label": "world size"}, {"key": "state", "label": "status"},
-    {"key": "tflops", "label": "TFLOP/s", "num": True, "digits": 1},
+    {"key": "tflops", "label": "TFLOP/s", "num": True, "digits": 1, "small": True},
     {"key": "spread", "label": "p80/p20", "num": True, "digits": 2},
     {"key": "of_peak", "label": "of peak", "num": True, "digits": 2},
     {"key": "ms_median", "label": "ms", "num": True, "digits": 3},
