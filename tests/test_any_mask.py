@@ -1,4 +1,9 @@
 """Kernels and strategies that claim `any:static` run masks that third-party plugins register."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 from longca.measure import RunOptions, run_problem
 from longca.masks import slices as sl
 from longca.masks.mask import Mask
@@ -35,10 +40,97 @@ def test_wildcard_kernels_run_a_third_party_mask():
 
 
 def test_kernels_listing_names_refuse_it_with_a_reason():
+    from dataclasses import replace
+
     registry = registry_with_mask()
-    if "flex" not in registry.entries["kernels"]:
-        return
-    problem = Problem(kernel="flex", mask="every_other_block", seqlen=512, heads_q=4, heads_kv=2,
+    named = replace(registry.kernel("reference"), name="names_only", masks=("causal",))
+    registry._add("kernels", named, PluginInfo("test", "test-kernels", "0", "tests"))
+    problem = Problem(kernel="names_only", mask="every_other_block", seqlen=512, heads_q=4, heads_kv=2,
                       head_dim=16, dtype="float32")
     row = run_problem(problem, RunOptions(warmup=0, repeat=1), registry)
     assert row["status"] == "unsupported" and "every_other_block is not supported" in row["reason"]
+
+
+# ---- installed as a distribution: the registry is the only truth
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "static_mask_plugin"
+DRIVER = """
+import json
+from typer.testing import CliRunner
+from longca_cli.main import app
+from longca.plugins import get_registry
+from longca.sweep import SweepSpec
+registry = get_registry()
+spec = SweepSpec(kernels=["reference"], seqlens=[512], masks="static")
+kernels = json.loads(CliRunner().invoke(app, ["list-kernels", "-f", "json"]).output)
+print("RESULT " + json.dumps({"static": spec.mask_names(), "kernels": kernels}))
+"""
+
+
+def test_installed_third_party_static_mask_is_static_claimed_and_checked(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_plugin_kit import env_with, longca, pip_install_target
+
+    site = tmp_path / "site"
+    pip_install_target([FIXTURE], site)
+    proc = subprocess.run([sys.executable, "-c", DRIVER], env=env_with(site), capture_output=True, text=True,
+                          timeout=600)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
+    found = json.loads(lines[-1][len("RESULT "):])
+    assert "sink_window" in found["static"] and "causal" in found["static"]
+    kernels = {row["name"]: row for row in found["kernels"]}
+    for name in ("fa2", "fa3", "fa4", "cudnn"):
+        assert "sink_window" in kernels[name]["masks"], (name, kernels[name]["masks"])
+    on_cpu = sorted(n for n, row in kernels.items() if row["available"] and "cpu" in row["devices"]
+                    and "sink_window" in row["masks"])
+    assert {"reference", "torch", "sdpa", "flex"} <= set(on_cpu), on_cpu
+    (tmp_path / "spec.toml").write_text(
+        f'[sweep]\nkernels = {json.dumps(on_cpu)}\nmasks = ["sink_window"]\nseqlens = [520]\nheads = ["4:2"]\n'
+        f'head_dims = [32]\ndtypes = ["float32"]\ndirections = ["fwd", "bwd"]\ndevice = "cpu"\ncheck = true\n'
+        f'warmup = 0\nrepeat = 1\nsamples = 1\n')
+    longca(site, "sweep", str(tmp_path / "spec.toml"), "--output", str(tmp_path / "out"))
+    rows = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
+    assert {row["kernel"] for row in rows} == set(on_cpu)
+    for row in rows:
+        refused_backward = row["status"] == "unsupported" and row["direction"] == "bwd"
+        assert (row["status"] == "ok" and row["checked"] == "full" and row["rel_err"] < 1e-4) or refused_backward, row
+    assert sum(row["status"] == "ok" for row in rows) >= len(on_cpu) + 3  # forward everywhere, backward where claimed
+
+
+def test_a_run_builds_each_mask_draw_once():
+    """supports_mask and prepare see the mask the run built: 3 samples, 3 builds, 3 plans."""
+    from longca.flashplan import kernel as flashplan_kernel
+    from longca.flashplan.plan import any_window
+
+    from dataclasses import replace
+
+    builds = []
+
+    def counted(ctx):
+        builds.append(ctx.seqlen)
+        return replace(every_other_block(ctx), name="counted")
+
+    registry = load_registry()
+    registry._add("masks", MaskSpec("counted", "heterogeneous", "test mask", counted, uses_documents=True),
+                  PluginInfo("test", "test-masks", "0", "tests"))
+    planned = []
+    real = flashplan_kernel.make_plan
+
+    def plan_and_count(*args, **kwargs):
+        planned.append(1)
+        return real(*args, **kwargs)
+
+    spec = replace(registry.kernel("reference"), name="planned", masks=("counted",),
+                   supports_mask=lambda problem, mask: flashplan_kernel.plan_reason(problem, mask, any_window),
+                   prepare=lambda problem, mask, q, k, v: (flashplan_kernel.cached_plan(mask, any_window), mask)[1])
+    registry._add("kernels", spec, PluginInfo("test", "test-kernels", "0", "tests"))
+    flashplan_kernel.make_plan = plan_and_count
+    try:
+        problem = Problem(kernel="planned", mask="counted", seqlen=256, heads_q=2, heads_kv=2, head_dim=16,
+                          dtype="float32", sampler="uniform")
+        row = run_problem(problem, RunOptions(warmup=0, repeat=1, samples=3, check=True), registry)
+    finally:
+        flashplan_kernel.make_plan = real
+    assert row["status"] == "ok" and row["samples"] == 3, row
+    assert len(builds) == 3 and len(planned) == 3

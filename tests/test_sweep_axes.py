@@ -55,3 +55,17 @@ def test_paper_sparse_spec():
     assert {(p.mask_params["block"], p.mask_params["density"]) for p in cases} == {
         (b, d) for b in (64, 128) for d in (0.2, 0.5, 0.8)}
     assert {p.seqlen for p in cases} == {16384, 32768, 49152, 65536, 131072}
+
+
+def test_cp_case_identity_does_not_depend_on_the_host(monkeypatch):
+    """USP's default degree reads LOCAL_WORLD_SIZE; the case id (what --resume matches) must not."""
+    from longca.results import case_id
+    from longca.sweep import SweepSpec, problems
+
+    spec = SweepSpec(kernels=["reference"], masks=["causal"], seqlens=[512], strategies=["usp", "loongtrain"],
+                     world_sizes=[8], device="cpu", dtypes=["float32"])
+    ids = []
+    for ranks_per_node in ("2", "8"):
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", ranks_per_node)
+        ids.append([case_id(p) for p in problems(spec)])
+    assert ids[0] == ids[1]

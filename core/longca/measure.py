@@ -339,6 +339,10 @@ def run_problem(problem: Problem, options: Optional[RunOptions] = None,
     samples = []
     for sample in range(n_samples(problem, options, registry)):
         mask = mask_of(problem, sample, registry)
+        refusal = mask_refusal(spec, problem, mask)
+        if refusal:
+            row.status, row.reason = "unsupported", refusal
+            return row
         try:
             samples.append(_measure_sample(spec, problem, mask, sample, options, options.check and sample == 0))
         except UnsupportedError as exc:  # the kernel refused this problem once it saw it
@@ -351,6 +355,17 @@ def run_problem(problem: Problem, options: Optional[RunOptions] = None,
             return fail(row, exc, current_phase())
     summarize_samples(row, samples)
     return finish(row, samples[0].errors, options.tolerance or TOLERANCE[problem.dtype])
+
+
+def mask_refusal(spec: KernelSpec, problem: Problem, mask) -> Optional[str]:
+    """The kernel's `supports_mask(problem, mask)` on the mask built for the run (never builds one)."""
+    if spec.supports_mask is None:
+        return None
+    phase("supports")
+    try:
+        return spec.supports_mask(problem, mask)
+    except Exception as exc:  # noqa: BLE001 - a raising check is a refusal with its reason
+        return f"supports_mask() raised {failure_reason(exc)}"
 
 
 def mask_of(problem: Problem, sample: int, registry: Registry):

@@ -21,8 +21,10 @@ import pluggy
 
 from . import __version__, hookspecs
 from .errors import LongcaError, UnknownNameError
-from .specs import (ANY_BLOCK_SPARSE, ANY_STATIC, DEVICES, DTYPES, FAMILIES, MASK_KINDS, CPStrategySpec,
-                    KernelSpec, MaskSpec, SamplerSpec)
+from .specs import (ANY_BLOCK_SPARSE, ANY_MASK, ANY_STATIC, DEVICES, DTYPES, FAMILIES, MASK_GROUPS, MASK_KINDS,
+                    CPStrategySpec, KernelSpec, MaskSpec, SamplerSpec)
+
+WILDCARDS = {ANY_STATIC: "static", ANY_BLOCK_SPARSE: "block_sparse", ANY_MASK: "all"}
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,7 @@ UNAVAILABLE = "unavailable: "
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.\-]*$")
 KINDS = {"masks": ("longca_masks", MaskSpec), "samplers": ("longca_samplers", SamplerSpec),
          "kernels": ("longca_kernels", KernelSpec), "strategies": ("longca_cp_strategies", CPStrategySpec)}
+KIND_NAMES = {"masks": "mask", "samplers": "sampler", "kernels": "kernel", "strategies": "CP strategy"}
 S = TypeVar("S")
 
 
@@ -78,21 +81,27 @@ class Registry:
     def entry(self, kind: str, name: str) -> Entry:
         entries = self.entries[kind]
         if name not in entries:
-            raise UnknownNameError(kind.rstrip("s").replace("strategie", "CP strategy"), name, list(entries))
+            raise UnknownNameError(KIND_NAMES[kind], name, list(entries))
         found = entries[name]
         if found.conflict:
             raise LongcaError(found.conflict)
         return found
 
+    def mask_group(self, group: str) -> list[str]:
+        """The registered masks of a group: `static`, `block_sparse` or `all`, third-party ones included."""
+        if group not in MASK_GROUPS:
+            raise LongcaError(f"unknown mask group {group!r}; known: {', '.join(MASK_GROUPS)}")
+        names = list(self.entries["masks"])  # registration order: built-ins first, in the catalog's order
+        if group == "all":
+            return names
+        sparse = group == "block_sparse"
+        return [n for n in names if (self.entries["masks"][n].spec.kind == "block_sparse") == sparse]
+
     def claimed_masks(self, claims: tuple[str, ...]) -> list[str]:
         """The mask names a `masks` declaration stands for, wildcards expanded to registered masks."""
         out: list[str] = []
         for claim in claims:
-            if claim in (ANY_STATIC, ANY_BLOCK_SPARSE):
-                sparse = claim == ANY_BLOCK_SPARSE
-                out += [n for n, e in self.entries["masks"].items() if (e.spec.kind == "block_sparse") == sparse]
-            else:
-                out.append(claim)
+            out += self.mask_group(WILDCARDS[claim]) if claim in WILDCARDS else [claim]
         return list(dict.fromkeys(out))
 
     def mask(self, name: str) -> MaskSpec:
@@ -114,7 +123,7 @@ class Registry:
             entries[spec.name] = Entry(spec, plugin)
             plugin.registered.setdefault(kind, []).append(spec.name)
             return
-        message = (f"{kind[:-1]} name {spec.name!r} is claimed by two plugins: "
+        message = (f"{KIND_NAMES[kind]} name {spec.name!r} is claimed by two plugins: "
                    f"{old.plugin.distribution} ({old.plugin.name}) and {plugin.distribution} ({plugin.name}); "
                    f"uninstall one or block it with LONGCA_DISABLE_PLUGINS")
         old.conflict = message
@@ -133,7 +142,7 @@ def validate(kind: str, spec: Any) -> Optional[str]:
     if not isinstance(spec, expected):
         return f"{KINDS[kind][0]} returned a {type(spec).__name__}, expected {expected.__name__}"
     if not isinstance(spec.name, str) or not NAME_RE.match(spec.name):
-        return (f"invalid {kind[:-1]} name {spec.name!r}: use lower-case letters, digits, '_', '-', '.', "
+        return (f"invalid {KIND_NAMES[kind]} name {spec.name!r}: use lower-case letters, digits, '_', '-', '.', "
                 f"starting with a letter or digit")
     if isinstance(spec, MaskSpec) and spec.kind not in MASK_KINDS:
         return f"mask {spec.name!r}: kind {spec.kind!r} is not one of {', '.join(MASK_KINDS)}"

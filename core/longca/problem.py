@@ -111,11 +111,9 @@ def _plugin(registry: Registry, kind: str, name: str) -> str:
 
 def check_mask_params(problem: Problem, registry: Optional[Registry] = None) -> None:
     """Unknown mask parameters and lengths the mask cannot take are errors, before anything runs."""
-    from .masks.catalog import ALIASES
-
     spec = (registry or get_registry()).mask(problem.mask)
     for name in problem.mask_params:
-        if ALIASES.get(name, name) not in spec.params:
+        if spec.aliases.get(name, name) not in spec.params:
             known = ", ".join(spec.params) or "none"
             raise LongcaError(f"mask {problem.mask!r} has no parameter {name!r}; it takes: {known}")
     if problem.seqlen % spec.seqlen_multiple:
@@ -125,13 +123,11 @@ def check_mask_params(problem: Problem, registry: Optional[Registry] = None) -> 
 
 def build_mask(problem: Problem, sample: int = 0, registry: Optional[Registry] = None) -> Mask:
     """The mask of a problem; `sample` selects another draw with the same seed (document masks)."""
-    from .masks.catalog import ALIASES
-
     registry = registry or get_registry()
     check_mask_params(problem, registry)
     spec = registry.mask(problem.mask)
     rng = np.random.default_rng([problem.seed, sample])
-    params = {ALIASES.get(k, k): v for k, v in problem.mask_params.items()}
+    params = {spec.aliases.get(k, k): v for k, v in problem.mask_params.items()}
     ctx = MaskContext(problem.seqlen, rng, _sample_documents(problem, registry, rng), params,
                       problem.heads_q, problem.heads_kv)
     try:

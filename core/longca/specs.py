@@ -15,10 +15,13 @@ MASK_KINDS = ("regular", "heterogeneous", "block_sparse")
 FAMILIES = ("dense", "sparse")
 DTYPES = ("bfloat16", "float16", "float32")
 DEVICES = ("cpu", "cuda")
-# In a kernel's or strategy's `masks`: every registered mask of that kind, third-party ones included
-# (for kernels that work from any slices, or any block-sparse layout).
+# In a kernel's or strategy's `masks`: every registered mask of that group, third-party ones included
+# (for kernels that work from any slices, or any block-sparse layout). The groups are the ones a
+# sweep's `masks = "static" | "block_sparse" | "all"` names (`Registry.mask_group`).
 ANY_STATIC = "any:static"
 ANY_BLOCK_SPARSE = "any:block_sparse"
+ANY_MASK = "any:all"
+MASK_GROUPS = ("static", "block_sparse", "all")
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class MaskSpec:
     params: dict[str, str] = field(default_factory=dict)  # parameter name -> what it means
     uses_documents: bool = False
     seqlen_multiple: int = 1
+    aliases: dict[str, str] = field(default_factory=dict)  # short name -> parameter (`w` -> `window`)
 
 
 @dataclass(frozen=True)
@@ -58,8 +62,11 @@ class KernelSpec:
     prepare_ms); `run(prepared, q, k, v)` is the timed call and returns the output, with autograd
     if `backward`. `available()` returns None, or why the kernel cannot run here (a missing
     library); it must import lazily. `supports(problem)` returns None, or why this problem is
-    refused beyond the declared capabilities. `forward`/`backward` are the primitives that
-    context-parallel strategies use as their inner kernel.
+    refused beyond the declared capabilities, without building the mask; `supports_mask(problem,
+    mask)` answers the same from the mask already built for the run (a planner that cannot map
+    some slices), and `prepare` may raise `UnsupportedError` for the same purpose.
+    `forward_lse`/`backward_lse` are the primitives that context-parallel strategies use as their
+    inner kernel.
     """
 
     name: str
@@ -76,6 +83,7 @@ class KernelSpec:
     min_compute_capability: Optional[tuple[int, int]] = None
     available: Callable[[], Optional[str]] = lambda: None
     supports: Optional[Callable[["Problem"], Optional[str]]] = None
+    supports_mask: Optional[Callable[["Problem", "Mask"], Optional[str]]] = None
     forward_lse: Optional[ForwardFn] = None
     backward_lse: Optional[BackwardFn] = None
     backend: Callable[[], str] = lambda: ""  # which implementation runs, recorded in results

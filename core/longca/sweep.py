@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .measure import RunOptions, check_device
 from .errors import LongcaError
-from .masks.catalog import BLOCK_SPARSE_MASKS, STATIC_MASKS
 from .plugins import Registry, get_registry
 from .problem import Problem, check_mask_params
 from .outdir import RESULTS_FILE, OutputFolder
@@ -29,7 +28,6 @@ else:  # pragma: no cover
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 CP_BATCH = 8  # CP cases measured per spawned process group (rows are written after each group)
-MASK_GROUPS = {"static": STATIC_MASKS, "block_sparse": BLOCK_SPARSE_MASKS, "all": STATIC_MASKS + BLOCK_SPARSE_MASKS}
 Size = Union[int, str]
 
 
@@ -103,8 +101,11 @@ class SweepSpec(BaseModel):
         except LongcaError as exc:
             raise ValueError(str(exc)) from None
 
-    def mask_names(self) -> list[str]:
-        return list(MASK_GROUPS[self.masks]) if isinstance(self.masks, str) else self.masks
+    def mask_names(self, registry: Optional[Registry] = None) -> list[str]:
+        """The masks axis; a group name stands for what the installed plugins registered in it."""
+        if isinstance(self.masks, str):
+            return (registry or get_registry()).mask_group(self.masks)
+        return self.masks
 
     def mask_param_sets(self, mask: str) -> list[dict[str, Any]]:
         """The parameter dicts a mask runs with: `mask_params` under each point of its `mask_grid`."""
@@ -149,22 +150,26 @@ def load_spec(path: Union[str, Path], registry: Optional[Registry] = None,
         spec.kernels = [k for k in spec.kernels if k in registry.entries["kernels"]]
     for kernel in spec.kernels:
         registry.entry("kernels", kernel)
-    for mask in spec.mask_names():
+    for mask in spec.mask_names(registry):
         registry.entry("masks", mask)
     for mask in {**spec.mask_params, **spec.mask_grid}:
         registry.entry("masks", mask)
     registry.entry("samplers", spec.sampler)
     for strategy in [*spec.strategies, *spec.strategy_options]:
         registry.entry("strategies", strategy)
+    from .cp.measure import resolve
+
     for problem in problems(spec, registry):
         check_mask_params(problem, registry)
+        if problem.strategy:
+            resolve(problem, problem.strategy_options, registry)  # unknown options: an error before anything runs
     return spec
 
 
 def problems(spec: SweepSpec, registry: Optional[Registry] = None) -> Iterator[Problem]:
     """The grid, ordered so each (mask, length) finishes in every direction for every kernel
     before the next: a sweep cut short still compares all kernels on what it reached."""
-    grid = itertools.product(spec.dtypes, spec.head_dims, spec.heads, spec.batches, spec.mask_names())
+    grid = itertools.product(spec.dtypes, spec.head_dims, spec.heads, spec.batches, spec.mask_names(registry))
     for dtype, head_dim, heads, batch, mask in grid:
         hq, hkv = parse_heads(heads)
         for params, seqlen, direction, kernel in itertools.product(spec.mask_param_sets(mask), spec.seqlens,
@@ -189,12 +194,13 @@ def _baselines(spec: SweepSpec, problem: Problem) -> Iterator[Problem]:
 
 
 def _cp_problem(spec: SweepSpec, problem: Problem, strategy: str, world: int, registry) -> Problem:
-    """A CP case with its options resolved (they are part of its identity, so --resume finds it)."""
-    from .cp.measure import resolve
+    """A CP case with the options the spec gives: its identity (for --resume) depends on nothing else.
 
+    Defaults are filled in where the case runs (`longca.cp.cases.measure_cases`; they may depend
+    on the host, such as the ranks per node) and recorded in the row's strategy_options."""
     cp = problem.with_(strategy=strategy, world_size=world,
                        seqlen=problem.seqlen * world if spec.seqlen_per_rank else problem.seqlen)
-    return cp.with_(strategy_options=resolve(cp, dict(spec.strategy_options.get(strategy, {})), registry))
+    return cp.with_(strategy_options=dict(spec.strategy_options.get(strategy, {})))
 
 
 def measure_matmul_peak(device: str = "cuda", n: int = 8192, warm_seconds: float = 1.0) -> Optional[float]:

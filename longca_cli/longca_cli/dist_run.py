@@ -130,8 +130,9 @@ def dist_run(
                           sampler=sampler, seed=seed, mask_params=parse_params(mask_param, "--mask-param"),
                           sampler_params=parse_params(sampler_param, "--sampler-param"), strategy=name,
                           world_size=world)
-        # resolved options are part of the case's identity
-        problems.append(problem.with_(strategy_options=resolve(problem, _options_for(name, given, names))))
+        options = _options_for(name, given, names)
+        resolve(problem, options)  # unknown options are input errors; defaults are filled where the case runs
+        problems.append(problem.with_(strategy_options=options))
     run = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check)
     rank0 = int(os.environ.get("RANK", "0")) == 0
     with OutputFolder(output) if output and rank0 else contextlib.nullcontext() as folder:  # checked first

@@ -1,7 +1,8 @@
 """Measuring a list of CP problems of one world size: refusals as rows, the rest in a supervised group.
 
 Used by `longca dist-run` (one case, several strategies) and by sweeps with `strategies`. The
-problems carry their resolved options (`Problem.strategy_options`, see `resolve`). Each case runs
+problems carry the options given (their identity); defaults are resolved here (`resolve`) and
+recorded in the rows. Each case runs
 in a `RankGroup` under its own deadline; a case that fails or hangs costs only itself. Under
 torchrun the ranks are the launcher's, so cases run in this process without a supervisor.
 """
@@ -18,7 +19,7 @@ from ..results import ResultRow, as_row, new_row
 from ..supervisor import default_timeout
 from .group import RankGroup
 from .launch import init_group, under_torchrun
-from .measure import measure_in_group, unsupported
+from .measure import measure_in_group, resolve, unsupported
 
 
 def _measure_under_torchrun(cases: list, run: RunOptions, backend: str, device: str, timeout_s: float) -> list[dict]:
@@ -52,18 +53,20 @@ def measure_cases(problems: list[Problem], run: RunOptions, backend: str, collec
             on_row(problems[i], row)
 
     todo = []
+    options: dict[int, dict] = {}
     for i, problem in enumerate(problems):
-        reason = unsupported(problem, problem.strategy_options)
+        options[i] = resolve(problem, problem.strategy_options)  # defaults filled here, on the host that runs it
+        reason = unsupported(problem, options[i])
         if reason:
-            done(i, new_row(problem, status="unsupported", reason=reason))
+            done(i, new_row(problem, status="unsupported", reason=reason, strategy_options=options[i]))
         else:
             todo.append(i)
     if todo and under_torchrun():
-        cases = [(asdict(problems[i]), problems[i].strategy_options) for i in todo]
+        cases = [(asdict(problems[i]), options[i]) for i in todo]
         for i, row in zip(todo, _measure_under_torchrun(cases, run, backend, device, collective_timeout_s)):
             done(i, as_row(row))
     elif todo:
         with RankGroup(world, backend, device, collective_timeout_s) as group:
             for i in todo:
-                done(i, group.run(problems[i], run, case_timeout_s or default_timeout(problems[i], run)))
+                done(i, group.run(problems[i], run, case_timeout_s or default_timeout(problems[i], run), options[i]))
     return [rows[i] for i in range(len(problems)) if i in rows]

@@ -114,10 +114,13 @@ class RankGroup:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
 
-    def run(self, problem: Problem, run: RunOptions, timeout_s: float) -> ResultRow:
+    def run(self, problem: Problem, run: RunOptions, timeout_s: float,
+            options: Optional[dict] = None) -> ResultRow:
+        """One case; `options` are the resolved strategy options (default: the problem's own)."""
         if not self._ranks:
             self._start()
-        message = ("case", asdict(problem), dict(problem.strategy_options), asdict(run))
+        options = dict(problem.strategy_options if options is None else options)
+        message = ("case", asdict(problem), options, asdict(run))
         for conn in self._conns:
             conn.send(message)
         started = time.monotonic()

@@ -16,10 +16,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..errors import LongcaError
+from ..errors import LongcaError, UnsupportedError
 from ..flops import attention_flops
 from ..measure import (TOLERANCE, RunOptions, Sample, check_grads, check_tensor, current_phase, fail, finish,
-                       mask_of, n_samples, phase, summarize_samples, time_step)
+                       mask_of, mask_refusal, n_samples, phase, summarize_samples, time_step)
 from ..plugins import Registry, get_registry
 from ..problem import Problem, check_mask_params, make_inputs
 from ..results import ResultRow, new_row
@@ -56,6 +56,11 @@ def _sample(spec, problem: Problem, options: dict, inner, sample: int, run: RunO
             group, device: torch.device, registry: Registry) -> Sample:
     needs_grad = problem.direction != "fwd"
     mask = mask_of(problem, sample, registry)
+    # the inner kernel may refuse this mask (a planner that cannot map its slices): every rank
+    # decides the same from the same global mask, so they all stop here together
+    refusal = mask_refusal(registry.kernel(problem.kernel), problem.with_(strategy=None, world_size=1), mask)
+    if refusal:
+        raise UnsupportedError(f"inner kernel {problem.kernel}: {refusal}")
     phase("inputs")
     q, k, v = make_inputs(problem, sample)
     phase("prepare")
@@ -118,8 +123,12 @@ def measure_rank(problem: Problem, options: dict[str, Any], run: RunOptions, gro
     row = new_row(problem, strategy_options=dict(options))
     inner = inner_kernel(problem, registry)
     row.backend = inner.backend
-    samples = [_sample(spec, problem, options, inner, sample, run, run.check and sample == 0, group, device, registry)
-               for sample in range(n_samples(problem, run, registry))]
+    try:
+        samples = [_sample(spec, problem, options, inner, sample, run, run.check and sample == 0, group, device,
+                           registry) for sample in range(n_samples(problem, run, registry))]
+    except UnsupportedError as exc:  # the inner kernel refused the mask it was given: every rank alike
+        row.status, row.reason = "unsupported", str(exc)
+        return row if dist.get_rank(group) == 0 else None
     if dist.get_rank(group) != 0:
         return None
     summarize_samples(row, samples)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from longca.masks.catalog import STATIC_MASKS
+from longca.specs import ANY_STATIC
 
 from .executor import Adapter, ExecCall, ExecPlan, plan_attention, resolve_scale
 from .plan import PlanError, make_plan
@@ -20,7 +20,9 @@ Public = Callable[..., object]
 # public_ok(call) -> can the public entry point run this call?
 PublicOk = Callable[[ExecCall], bool]
 
-FA_MASKS = STATIC_MASKS
+# the planner maps any slices to calls (or refuses a mask it cannot, with the reason): every static
+# mask, third-party ones included
+FA_MASKS = (ANY_STATIC,)
 
 
 @dataclass
@@ -30,11 +32,18 @@ class Prepared:
     public: Optional[Public]
 
 
-def plan_for(adapter: Adapter, mask, batch: int, scale: float, device) -> ExecPlan:
+def cached_plan(mask, window_ok):
+    """The plan of a mask for a window check, made once per mask draw (supports_mask, then prepare)."""
     if mask.slices is None:
         raise PlanError(f"mask {mask.name!r} is block-sparse; this kernel takes static masks only")
-    plan = make_plan(mask.slices, mask.seqlen, mask.seqlen, adapter.window_ok)
-    return ExecPlan(plan, batch, scale, device)
+    key = ("flashplan", window_ok)
+    if key not in mask.cache:
+        mask.cache[key] = make_plan(mask.slices, mask.seqlen, mask.seqlen, window_ok)
+    return mask.cache[key]
+
+
+def plan_for(adapter: Adapter, mask, batch: int, scale: float, device) -> ExecPlan:
+    return ExecPlan(cached_plan(mask, adapter.window_ok), batch, scale, device)
 
 
 def make_prepare_run(adapter_factory: Callable[[], Adapter],
@@ -61,18 +70,11 @@ def head_dim_reason(problem, multiple: int = 8, largest: int = 256) -> Optional[
     return None
 
 
-def plan_reason(problem, window_ok) -> Optional[str]:
-    """Why the mask cannot be planned for a kernel with this window check, or None."""
-    from longca.problem import build_mask
-
+def plan_reason(problem, mask, window_ok) -> Optional[str]:
+    """`supports_mask` of a planned kernel: why the built mask cannot be planned with this window
+    check, or None (the plan is kept for prepare: nothing is planned twice)."""
     try:
-        mask = build_mask(problem)
-    except Exception:  # noqa: BLE001 - bad parameters are reported by run_problem itself
-        return None
-    if mask.slices is None:
-        return f"mask {mask.name!r} is block-sparse; this kernel takes static masks only"
-    try:
-        make_plan(mask.slices, mask.seqlen, mask.seqlen, window_ok)
+        cached_plan(mask, window_ok)
     except PlanError as exc:
         return str(exc)
     return None

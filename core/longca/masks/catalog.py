@@ -4,6 +4,7 @@ S = total tokens, documents from the sampler, w = window (default 1024). See doc
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ from .mask import BlockSparseLayout, Mask, MaskContext
 
 DEFAULT_WINDOW = 1024
 DOC_BLOCK = 1024
-ALIASES = {"w": "window", "p": "prefix", "g": "global_tokens"}
+ALIASES = {"w": "window", "p": "prefix", "g": "global_tokens"}  # each mask registers those of its parameters
 
 
 def _int(ctx: MaskContext, name: str, draw, lo: int, hi: int) -> int:
@@ -195,7 +196,7 @@ DOCUMENT_MASKS = ("full_document", "causal_document", "share_question", "causal_
 @hookimpl
 def longca_masks() -> list[MaskSpec]:
     R, H, B = "regular", "heterogeneous", "block_sparse"
-    return [
+    specs = [
         MaskSpec("full", R, "always", full),
         MaskSpec("causal", R, "k <= q", causal),
         MaskSpec("full_document", R, "q and k in the same document", full_document, _DOCS, True),
@@ -221,3 +222,4 @@ def longca_masks() -> list[MaskSpec]:
         MaskSpec("block_sparse_variable", B, "as block_sparse_uniform over blocks of random sizes in "
                  "[block/2, block]", block_sparse_variable, _SPARSE),
     ]
+    return [replace(spec, aliases={a: p for a, p in ALIASES.items() if p in spec.params}) for spec in specs]

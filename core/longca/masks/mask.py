@@ -49,6 +49,8 @@ class Mask:
     params: dict[str, Any] = field(default_factory=dict)
     slices: Optional[np.ndarray] = None
     layout: Optional[BlockSparseLayout] = None
+    # what kernels derive from this draw, kept so that a check and prepare do not derive it twice
+    cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         """Slices given as a list become an (n, 5) int64 array; bad types or ranges are refused here
@@ -90,7 +92,9 @@ class Mask:
     def flashmask_bounds(self) -> dict[str, np.ndarray]:
         """FlashMask column bounds LTS, LTE, UTS, UTE (static masks)."""
         self._need_slices("FlashMask bounds")
-        return sl.flashmask_bounds(self.slices, self.seqlen, self.seqlen)
+        if "flashmask_bounds" not in self.cache:  # a refusal check and prepare derive them once
+            self.cache["flashmask_bounds"] = sl.flashmask_bounds(self.slices, self.seqlen, self.seqlen)
+        return self.cache["flashmask_bounds"]
 
     def cu_seqlens(self) -> Optional[np.ndarray]:
         """Cumulative document boundaries [0, ..., S] for document masks, else None."""

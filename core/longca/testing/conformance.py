@@ -35,7 +35,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..measure import TOLERANCE, RunOptions, run_problem
+from ..measure import TOLERANCE, RunOptions, mask_refusal, run_problem
 from ..errors import LongcaError
 from ..plugins import NAME_RE, Registry, get_registry, validate
 from ..problem import Problem, build_mask, make_inputs
@@ -229,7 +229,10 @@ def _run(problem: Problem, registry: Registry) -> dict:
 
 
 def _expect_ok(spec: KernelSpec, problem: Problem, registry: Registry, what: str, may_refuse: bool) -> dict:
-    """The run must be ok. A refusal by supports() is a skip where `may_refuse`, else a failure."""
+    """The run must be ok. A refusal (supports(), supports_mask() or prepare raising
+    UnsupportedError) is a skip where `may_refuse` or where the mask is claimed only through a
+    wildcard (a planner may not map every mask of a group), else a failure."""
+    may_refuse = may_refuse or problem.mask not in spec.masks
     refusal = _probe_supports(spec, problem)
     if refusal and may_refuse:
         raise ConformanceSkip(f"{_describe(problem)}: refused by supports(): {refusal}")
@@ -240,6 +243,8 @@ def _expect_ok(spec: KernelSpec, problem: Problem, registry: Registry, what: str
     if problem.direction == "fwd":
         _check_output(spec, problem, registry)
     row = _run(problem, registry)
+    if row["status"] == "unsupported" and may_refuse:
+        raise ConformanceSkip(f"{_describe(problem)}: refused once the mask was built: {row['reason']}")
     if row["status"] != "ok":
         detail = row.get("rel_err_detail")
         errors = f" (relative errors: {', '.join(f'{k} {v:.3g}' for k, v in detail.items())})" if detail else ""
@@ -497,6 +502,10 @@ def check_primitives(name: str, device: str, registry: Registry, settings: Setti
             refusals.append(f"{_describe(problem)}: refused by supports(): {refusal}")
             continue
         mask = build_mask(problem, 0, registry)
+        refusal = mask_refusal(spec, problem, mask)
+        if refusal:
+            refusals.append(f"{_describe(problem)}: refused by supports_mask(): {refusal}")
+            continue
         q, k, v = make_inputs(problem.with_(direction="fwd"))
         tolerance = TOLERANCE[problem.dtype]
         if which == "cp_merge":

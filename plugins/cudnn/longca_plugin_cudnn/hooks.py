@@ -32,7 +32,6 @@ BACKWARD_MASKS = ("full", "causal")
 BACKWARD_REASON = ("cuDNN backward runs only through SDPA (full, causal): torch's explicit-lse cuDNN backward ops "
                    "(aten._cudnn_attention_backward with cu_seqlens, _scaled_dot_product_cudnn_attention_backward "
                    "with an external lse) gave wrong gradients on torch 2.11 / cuDNN 9.19 (H200, 2026-11-29)")
-MASKS = tuple(m for m in FA_MASKS if m not in WINDOW_MASKS)
 
 
 def _expand(x, heads: int):
@@ -119,7 +118,9 @@ def torch_supports(problem) -> Optional[str]:
     """What the torch path refuses: windows (no band in torch's ops), backward beyond full/causal."""
     if problem.direction != "fwd" and problem.mask not in BACKWARD_MASKS:
         return BACKWARD_REASON
-    return head_dim_reason(problem, 8, 256) or plan_reason(problem, full_or_square_causal)
+    if problem.mask in WINDOW_MASKS:
+        return f"mask {problem.mask}: sliding windows need the cuDNN frontend path (torch's cuDNN ops take no band)"
+    return head_dim_reason(problem, 8, 256)
 
 
 def frontend_supports(problem) -> Optional[str]:
@@ -129,11 +130,16 @@ def frontend_supports(problem) -> Optional[str]:
         return reason
     if problem.head_dim % 8 or problem.head_dim > frontend.MAX_HEAD_DIM:
         return f"head_dim {problem.head_dim}: the cuDNN frontend path runs multiples of 8 up to {frontend.MAX_HEAD_DIM}"
-    return plan_reason(problem, frontend.band_ok)
+    return None
 
 
 def supports(problem) -> Optional[str]:
     return frontend_supports(problem) if PATH == "frontend" else torch_supports(problem)
+
+
+def supports_mask(problem, mask) -> Optional[str]:
+    """The mask must plan into calls this path takes: bands through the frontend, else full or square causal."""
+    return plan_reason(problem, mask, frontend.band_ok if PATH == "frontend" else full_or_square_causal)
 
 
 def torch_backend() -> str:
@@ -148,8 +154,8 @@ def backend() -> str:
 
 
 def masks_for(path: str) -> tuple[str, ...]:
-    """The masks a path claims: every static mask through the frontend, no window through torch."""
-    return FA_MASKS if path == "frontend" else MASKS
+    """Every static mask on both paths: the torch path refuses windows (supports, supports_mask)."""
+    return FA_MASKS
 
 
 torch_prepare, torch_run = make_prepare_run(CuDNN, public_for)
@@ -177,6 +183,7 @@ def make_spec(path: str) -> KernelSpec:
         min_compute_capability=(9, 0) if on_frontend else (8, 0),
         available=available,
         supports=supports,
+        supports_mask=supports_mask,
         forward_lse=frontend.forward_lse if on_frontend else torch_forward_lse,
         backward_lse=frontend.backward_lse if on_frontend else None,
         backend=backend,

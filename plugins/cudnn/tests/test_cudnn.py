@@ -13,10 +13,11 @@ from longca.flashplan.plan import full_or_square_causal
 from longca.inventory import kernel_rows
 from longca.masks.catalog import STATIC_MASKS
 from longca.plugins import get_registry
-from longca.problem import Problem
+from longca.problem import Problem, build_mask
+from longca.specs import ANY_STATIC
 
 from longca_plugin_cudnn import frontend, hooks
-from longca_plugin_cudnn.hooks import BACKWARD_REASON, MASKS, WINDOW_MASKS
+from longca_plugin_cudnn.hooks import BACKWARD_REASON, WINDOW_MASKS
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only listing")
@@ -26,14 +27,16 @@ def test_listed_unavailable():
 
 
 @pytest.mark.parametrize("mask", STATIC_MASKS)
-def test_torch_path_claims_masks_with_full_and_causal_calls_only(mask):
+def test_torch_path_refuses_masks_that_need_bands(mask):
+    """Both paths claim every static mask; the torch path refuses those that plan into windows."""
     seqlen = 4096 if mask == "block_causal_document" else 2048
-    reason = plan_reason(Problem(kernel="cudnn", mask=mask, seqlen=seqlen), full_or_square_causal)
+    problem = Problem(kernel="cudnn", mask=mask, seqlen=seqlen)
+    reason = plan_reason(problem, build_mask(problem), full_or_square_causal)
+    assert hooks.masks_for("torch") == (ANY_STATIC,)
     if mask in WINDOW_MASKS:
         assert reason and "diagonal band" in reason
-        assert mask not in MASKS and mask not in hooks.masks_for("torch")
     else:
-        assert reason is None and mask in hooks.masks_for("torch")
+        assert reason is None
 
 
 def test_torch_path_backward_only_for_full_and_causal(monkeypatch):
@@ -42,14 +45,14 @@ def test_torch_path_backward_only_for_full_and_causal(monkeypatch):
     documents = Problem(kernel="cudnn", mask="causal_document", seqlen=1024, direction="bwd")
     assert hooks.supports(documents) == BACKWARD_REASON
     assert hooks.supports(documents.with_(direction="fwd")) is None
-    assert "diagonal band" in hooks.supports(Problem(kernel="cudnn", mask="sliding_window", seqlen=2048))
+    assert "need the cuDNN frontend path" in hooks.supports(Problem(kernel="cudnn", mask="sliding_window", seqlen=2048))
     spec = hooks.make_spec("torch")
     assert spec.backward_lse is None and spec.forward_lse is hooks.torch_forward_lse and spec.run is hooks.torch_run
 
 
 def test_frontend_path_spec():
     spec = hooks.make_spec("frontend")
-    assert spec.masks == STATIC_MASKS and spec.min_compute_capability == (9, 0)
+    assert spec.masks == (ANY_STATIC,) and spec.min_compute_capability == (9, 0)
     assert (spec.prepare, spec.run) == (frontend.prepare, frontend.run)
     assert (spec.forward_lse, spec.backward_lse) == (frontend.forward_lse, frontend.backward_lse)
 

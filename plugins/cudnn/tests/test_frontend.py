@@ -14,6 +14,7 @@ from longca.testing.compare import assert_close
 from longca.flashplan.emulated import window_slices
 from longca.flashplan.executor import CallArgs, lse_primitives
 from longca.flashplan.kernel import plan_reason
+from longca.plugins import get_registry
 from longca.masks import slices as sl
 from longca.masks.catalog import STATIC_MASKS
 from longca.problem import Problem, build_mask, make_inputs
@@ -96,8 +97,8 @@ def test_ragged_layout_tensors_and_lse_round_trip():
 @pytest.mark.parametrize("mask", STATIC_MASKS)
 def test_every_static_mask_plans_into_cudnn_bands(mask):
     problem = _problem(mask, seqlen=4096 if mask == "block_causal_document" else 2048, mask_params={})
-    assert plan_reason(problem, band_ok) is None
-    assert mask in hooks.masks_for("frontend")
+    assert plan_reason(problem, build_mask(problem), band_ok) is None
+    assert mask in get_registry().claimed_masks(hooks.masks_for("frontend"))
 
 
 def test_supports_with_the_frontend(monkeypatch):

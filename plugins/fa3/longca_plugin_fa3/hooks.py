@@ -86,8 +86,11 @@ def build_flags() -> dict:
     return {k: v for k, v in getattr(flash_attn_config, "CONFIG", {}).get("build_flags", {}).items() if v}
 
 
-def build_reason(problem, flags: dict) -> Optional[str]:
-    """Why a cut-down build cannot run this problem (calling it anyway crashes the process)."""
+def build_reason(problem, flags: dict, mask=None) -> Optional[str]:
+    """Why a cut-down build cannot run this problem (calling it anyway crashes the process).
+
+    The mask-dependent switches (LOCAL, VARLEN) are judged from `mask`: from supports_mask, with
+    the mask of the run; `supports` leaves them out (mask=False)."""
     def off(name: str) -> bool:
         return bool(flags.get(f"FLASHATTENTION_DISABLE_{name}"))
 
@@ -98,12 +101,12 @@ def build_reason(problem, flags: dict) -> Optional[str]:
         what = f"head_dim {problem.head_dim}"
     elif problem.direction != "fwd" and off("BACKWARD"):
         what = "the backward"
-    elif off("LOCAL") or off("VARLEN"):
+    elif (off("LOCAL") or off("VARLEN")) and mask is not False:
+        from longca.flashplan.kernel import cached_plan
         from longca.problem import build_mask
-        from longca.flashplan.plan import make_plan
 
-        mask = build_mask(problem)
-        plan = make_plan(mask.slices, mask.seqlen, mask.seqlen)
+        mask = mask if mask is not None else build_mask(problem)
+        plan = cached_plan(mask, any_window)
         if off("LOCAL") and any(c.window not in ((-1, -1), (-1, 0)) for c in plan.calls):
             what = f"sliding windows (mask {problem.mask})"
         elif off("VARLEN") and any(len(c.bands) > 1 for c in plan.calls):
@@ -118,8 +121,11 @@ def supports(problem) -> Optional[str]:
 
     if problem.device_type == "cuda" and torch.cuda.get_device_capability(problem.device)[0] != 9:
         return "FlashAttention-3 runs on Hopper (compute capability 9.x) only"
-    return (head_dim_reason(problem) or build_reason(problem, build_flags())
-            or plan_reason(problem, any_window))
+    return head_dim_reason(problem) or build_reason(problem, build_flags(), mask=False)
+
+
+def supports_mask(problem, mask) -> Optional[str]:
+    return plan_reason(problem, mask, any_window) or build_reason(problem, build_flags(), mask)
 
 
 def version() -> str:
@@ -147,6 +153,7 @@ SPEC = KernelSpec(
     min_compute_capability=(9, 0),
     available=available,
     supports=supports,
+    supports_mask=supports_mask,
     forward_lse=forward_lse,
     backward_lse=backward_lse,
     backend=lambda: f"FlashAttention-3 {version()} (flash_attn_interface)",

@@ -94,7 +94,11 @@ def available() -> Optional[str]:
 
 
 def supports(problem) -> Optional[str]:
-    return head_dim_reason(problem) or plan_reason(problem, any_window)
+    return head_dim_reason(problem)
+
+
+def supports_mask(problem, mask) -> Optional[str]:
+    return plan_reason(problem, mask, any_window)
 
 
 def version() -> str:
@@ -123,6 +127,7 @@ SPEC = KernelSpec(
     min_compute_capability=(9, 0),
     available=available,
     supports=supports,
+    supports_mask=supports_mask,
     forward_lse=forward_lse,
     backward_lse=backward_lse,
     backend=lambda: f"flash-attn-4 {version()} (flash_attn.cute)",

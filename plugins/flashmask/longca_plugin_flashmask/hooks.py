@@ -9,8 +9,7 @@ import os
 from typing import Optional
 
 from longca import hookimpl
-from longca.masks.catalog import STATIC_MASKS
-from longca.specs import KernelSpec
+from longca.specs import ANY_STATIC, KernelSpec
 
 HEAD_DIMS = (64, 128)
 
@@ -68,6 +67,15 @@ def supports(problem) -> Optional[str]:
     return None
 
 
+def supports_mask(problem, mask) -> Optional[str]:
+    """FlashMask takes a mask with at most two masked row intervals per key column (its bounds)."""
+    try:
+        mask.flashmask_bounds()
+    except ValueError as exc:
+        return f"mask {mask.name!r} has no FlashMask bounds: {exc}"
+    return None
+
+
 def prepare(problem, mask, q, k, v):
     """FlashMask bounds of the mask on the device, with per-block min/max and the tile lists."""
     from .attention import prepare_plan
@@ -111,7 +119,7 @@ def spec() -> KernelSpec:
         family="dense",
         description="FlashMask column bounds (two masked row intervals per key column), our Triton kernels "
                     "with block skipping from per-block min/max of the bounds",
-        masks=STATIC_MASKS,
+        masks=(ANY_STATIC,),  # any mask with at most two masked row intervals per key column
         prepare=prepare,
         run=run,
         dtypes=("bfloat16", "float16"),
@@ -122,6 +130,7 @@ def spec() -> KernelSpec:
         min_compute_capability=(8, 0),
         available=available,
         supports=supports,
+        supports_mask=supports_mask,
         forward_lse=forward_lse,
         backward_lse=backward_lse,
         backend=backend,

@@ -14,8 +14,7 @@ from typing import Optional
 
 import torch
 from longca import hookimpl
-from longca.masks.catalog import STATIC_MASKS
-from longca.specs import KernelSpec
+from longca.specs import ANY_STATIC, KernelSpec
 
 from .blockmask import block_mask_from_slices
 
@@ -55,6 +54,15 @@ def _call(q, k, v, block_mask, scale=None, lse: bool = False):
     except ImportError:  # torch < 2.9
         out, lse_ = fn(*args, **kwargs, return_lse=True)
         return out.transpose(1, 2), lse_
+
+
+def supports_mask(problem, mask) -> Optional[str]:
+    """The mask_mod comes from FlashMask column bounds: at most two masked row intervals per key column."""
+    try:
+        mask.flashmask_bounds()
+    except ValueError as exc:
+        return f"mask {mask.name!r}: the FlexAttention mask_mod is built from FlashMask bounds, and {exc}"
+    return None
 
 
 def prepare(problem, mask, q, k, v):
@@ -121,12 +129,13 @@ SPEC = KernelSpec(
     name="flex",
     family="dense",
     description="FlexAttention: compiled flex_attention, BlockMask from slices, FlashMask-bounds mask_mod",
-    masks=STATIC_MASKS,
+    masks=(ANY_STATIC,),  # every static mask with FlashMask bounds (supports_mask)
     prepare=prepare,
     run=run,
     devices=("cpu", "cuda"),
     available=available,
     supports=supports,
+    supports_mask=supports_mask,
     forward_lse=forward_lse,
     backward_lse=backward_lse,
     backend=backend,
