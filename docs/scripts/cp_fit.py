@@ -25,7 +25,8 @@ CP_ROWS = ROOT / "docs/results/h200x2/cp"
 
 def main(paths: list[Path]) -> None:
     registry = get_registry()
-    inner = {n for n in registry.names("kernels") if registry.kernel(n).forward_lse is not None}  # a strategy can call
+    inner = {n for n in registry.names("kernels")  # kernels a strategy can call
+             if registry.kernel(n).forward_lse is not None and registry.kernel(n).backward_lse is not None}
     fits = {k: by for k, by in fit_rows(read_rows(paths), registry).items() if k in inner}
     misses = call_overhead_misses(read_rows([CP_ROWS]), pricing_for("fa2", fits, preset("h200-sxm")))
     overhead = {**fit_call_overhead(misses), "rows": len(misses), "source": str(CP_ROWS.relative_to(ROOT))}
