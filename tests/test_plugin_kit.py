@@ -244,3 +244,35 @@ def test_pytest_plugin_leaves_other_projects_gpu_marker_alone(tmp_path):
     assert "PASSED test_other.py::test_their_own_gpu_marker_is_theirs" in proc.stdout, proc.stdout
     if not torch.cuda.is_available():
         assert "SKIPPED" in proc.stdout and "needs a CUDA GPU" in proc.stdout, proc.stdout
+
+
+SWEEP = """[sweep]
+kernels = ["wrongcausal", "reference"]
+masks = ["full", "causal"]
+seqlens = [512]
+heads = ["4:2"]
+head_dims = [16]
+dtypes = ["float32"]
+directions = ["fwd"]
+device = "cpu"
+warmup = 0
+repeat = 1
+samples = 1
+"""
+
+
+def test_default_sweep_checks_every_row_and_report_marks_unchecked(kit, tmp_path):
+    """No `check` in the spec: every row says how it was checked, and the wrong kernel is not ok."""
+    (tmp_path / "default.toml").write_text(SWEEP)
+    longca(kit["site"], "sweep", str(tmp_path / "default.toml"), "--output", str(tmp_path / "default"))
+    rows = [json.loads(line) for line in (tmp_path / "default" / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and all(row["checked"] == "full" for row in rows), rows
+    status = {(row["kernel"], row["mask"]): row["status"] for row in rows}
+    assert status == {("wrongcausal", "full"): "ok", ("wrongcausal", "causal"): "incorrect",
+                      ("reference", "full"): "ok", ("reference", "causal"): "ok"}, status
+    (tmp_path / "unchecked.toml").write_text(SWEEP + "check = false\n")
+    longca(kit["site"], "sweep", str(tmp_path / "unchecked.toml"), "--output", str(tmp_path / "unchecked"))
+    rows = [json.loads(line) for line in (tmp_path / "unchecked" / "results.jsonl").read_text().splitlines()]
+    assert all(row["checked"] == "no" for row in rows)
+    report = longca(kit["site"], "report", str(tmp_path / "unchecked")).stdout
+    assert "not checked against the reference" in report and "†" in report, report

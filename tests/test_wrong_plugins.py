@@ -129,3 +129,21 @@ def test_strategy_dropping_a_ranks_keys(wrong_registry):
     message = report.failures["world-2"]
     assert "mask causal at 2 ranks: relative errors" in message, message
     assert "no gradient reaches keys 256..511 (held by rank 1): no query attends them" in message, message
+
+
+def test_above_the_full_check_size_a_spot_check_still_catches_it(registry, monkeypatch):
+    """Where the whole reference is too costly, "auto" checks the forward on query windows: the
+    kernel wrong past row 256 is incorrect there too, and its row says checked "spot"."""
+    from longca import measure
+    from longca.problem import Problem
+
+    _add(registry, "kernels", _reference_kernel("wrong_after_256_spot", run=_right_only_on_first_256_rows,
+                                                forward_lse=None, backward_lse=None))
+    monkeypatch.setitem(measure.FULL_CHECK_FLOPS, "cpu", 1e6)  # every case counts as large here
+    problem = Problem(kernel="wrong_after_256_spot", mask="causal", seqlen=1024, heads_q=4, heads_kv=2,
+                      head_dim=16, dtype="float32", direction="bwd")
+    options = measure.RunOptions(warmup=0, repeat=1, samples=1, check="auto")
+    row = measure.run_problem(problem, options, registry)
+    assert row.checked == "spot" and row.status == "incorrect" and "out_rows" in row.rel_err_detail, row
+    honest = measure.run_problem(problem.with_(kernel="reference"), options, registry)
+    assert honest.checked == "spot" and honest.status == "ok" and honest.rel_err < 1e-5, honest

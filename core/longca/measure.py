@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -28,6 +28,13 @@ log = logging.getLogger(__name__)
 TOLERANCE = {"bfloat16": 1e-2, "float16": 1e-2, "float32": 1e-3}
 
 
+CHECK_MODES = ("auto", "spot")
+# reference FLOPs (4 * area * heads_q * head_dim * batch, forward) up to which "auto" checks a case
+# against the whole float32 reference; above it, the forward on SPOT_WINDOWS windows of query rows
+FULL_CHECK_FLOPS = {"cuda": 5e12, "cpu": 2e10}
+SPOT_WINDOWS, SPOT_ROWS = 4, 64
+
+
 @dataclass
 class RunOptions:
     """How to measure: iterations, mask samples for document masks, correctness check."""
@@ -35,7 +42,9 @@ class RunOptions:
     warmup: int = 5
     repeat: int = 20
     samples: int = 5
-    check: bool = False
+    # True: against the whole reference; "spot": the forward on a few query windows; "auto": the
+    # whole reference where it is cheap (FULL_CHECK_FLOPS), else spot; False: not checked
+    check: Union[bool, str] = False
     flush_l2: bool = True
     tolerance: Optional[float] = None
 
@@ -44,6 +53,9 @@ class RunOptions:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise LongcaError(f"{name} must be an integer >= {low}, got {value!r}")
+        if not isinstance(self.check, bool) and self.check not in CHECK_MODES:
+            modes = " or ".join(repr(m) for m in CHECK_MODES)
+            raise LongcaError(f"check must be true, false, {modes}, got {self.check!r}")
         if self.tolerance is not None and not (isinstance(self.tolerance, (int, float)) and self.tolerance > 0):
             raise LongcaError(f"tolerance must be a positive number, got {self.tolerance!r}")
 
@@ -132,11 +144,14 @@ def check_grads(grads: Sequence[Any], inputs: Sequence[torch.Tensor]) -> None:
         check_tensor(name, g, x)
 
 
-def finish(row: ResultRow, errors: Optional[dict[str, float]], tolerance: float) -> ResultRow:
-    """Status ok, or incorrect when the worst relative error (NaN counts as worst) is over tolerance."""
+def finish(row: ResultRow, errors: Optional[dict[str, float]], tolerance: float, checked: str = "full") -> ResultRow:
+    """Status ok, or incorrect when the worst relative error (NaN counts as worst) is over tolerance.
+
+    `checked` records how the errors were measured: full (output and gradients against the whole
+    reference) or spot (the forward on a few query windows)."""
     if errors is not None:
         worst = max(errors.values(), key=lambda e: math.inf if math.isnan(e) else e)
-        row.rel_err, row.rel_err_detail, row.checked = worst, dict(errors), "full"
+        row.rel_err, row.rel_err_detail, row.checked = worst, dict(errors), checked
         if math.isnan(worst) or worst > tolerance:
             row.status, row.reason = "incorrect", f"relative error {worst:.3g} > tolerance {tolerance:g}"
             return row
@@ -196,6 +211,7 @@ class Sample:
     errors: Optional[dict[str, float]] = None
     ms_max_rank: Optional[float] = None
     extra: dict[str, Any] = field(default_factory=dict)
+    checked: str = "no"  # how `errors` were measured: full, spot
 
     @property
     def tflops(self) -> Optional[float]:
@@ -276,8 +292,40 @@ def _check(spec, problem, mask, prepared, q, k, v, dout) -> dict[str, float]:
     return errors
 
 
+def check_mode(problem: Problem, mask, options: RunOptions) -> str:
+    """How a case is checked: "full", "spot" or "no" (see RunOptions.check)."""
+    if options.check is True:
+        return "full"
+    if options.check is False:
+        return "no"
+    if options.check == "spot":
+        return "spot"
+    work = 4 * mask.area * problem.heads_q * problem.head_dim * problem.batch
+    return "full" if work <= FULL_CHECK_FLOPS.get(problem.device_type, FULL_CHECK_FLOPS["cpu"]) else "spot"
+
+
+def spot_windows(problem: Problem) -> list[tuple[int, int]]:
+    """A few query windows, seeded by the case: random ones and the last rows (where tails go wrong)."""
+    rows = min(SPOT_ROWS, problem.seqlen)
+    rng = np.random.default_rng([problem.seed, problem.seqlen, 17])
+    starts = {problem.seqlen - rows, *rng.integers(0, problem.seqlen - rows + 1, SPOT_WINDOWS - 1).tolist()}
+    return [(int(a), int(a) + rows) for a in sorted(starts)]
+
+
+def _spot_check(spec, problem, mask, prepared, q, k, v) -> dict[str, float]:
+    """Relative error of the forward on a few query windows against the reference on those rows only."""
+    phase("check")
+    with torch.no_grad():
+        out = spec.run(prepared, q, k, v)
+        got, want = [], []
+        for r0, r1 in spot_windows(problem):
+            got.append(out[:, r0:r1])
+            want.append(reference.forward_lse(q.detach(), k.detach(), v.detach(), mask, rows=(r0, r1))[0])
+    return {"out_rows": rel_err(torch.cat(got, 1), torch.cat(want, 1))}
+
+
 def _measure_sample(spec: KernelSpec, problem: Problem, mask, sample: int, options: RunOptions,
-                    check: bool) -> Sample:
+                    check: str) -> Sample:
     device = torch.device(problem.device)
     needs_grad = problem.direction != "fwd"
     phase("inputs")
@@ -304,8 +352,12 @@ def _measure_sample(spec: KernelSpec, problem: Problem, mask, sample: int, optio
                 return _grads(spec.run(prepared, q, k, v), (q, k, v), dout)
     timed = time_step(step, device, options)
     flops = attention_flops(mask.area, problem.heads_q, problem.head_dim, problem.batch, problem.direction)
-    errors = _check(spec, problem, mask, prepared, q, k, v, dout) if check else None
-    return Sample(timed.summary, timed.times, mask.area, flops, timed.peak, prepare_ms, errors)
+    errors = None
+    if check == "full":
+        errors = _check(spec, problem, mask, prepared, q, k, v, dout)
+    elif check == "spot":
+        errors = _spot_check(spec, problem, mask, prepared, q, k, v)
+    return Sample(timed.summary, timed.times, mask.area, flops, timed.peak, prepare_ms, errors, checked=check)
 
 
 def run_problem(problem: Problem, options: Optional[RunOptions] = None,
@@ -344,7 +396,8 @@ def run_problem(problem: Problem, options: Optional[RunOptions] = None,
             row.status, row.reason = "unsupported", refusal
             return row
         try:
-            samples.append(_measure_sample(spec, problem, mask, sample, options, options.check and sample == 0))
+            mode = check_mode(problem, mask, options) if sample == 0 else "no"
+            samples.append(_measure_sample(spec, problem, mask, sample, options, mode))
         except UnsupportedError as exc:  # the kernel refused this problem once it saw it
             row.status, row.reason = "unsupported", str(exc)
             return row
@@ -354,7 +407,7 @@ def run_problem(problem: Problem, options: Optional[RunOptions] = None,
                 torch.cuda.empty_cache()
             return fail(row, exc, current_phase())
     summarize_samples(row, samples)
-    return finish(row, samples[0].errors, options.tolerance or TOLERANCE[problem.dtype])
+    return finish(row, samples[0].errors, options.tolerance or TOLERANCE[problem.dtype], samples[0].checked)
 
 
 def mask_refusal(spec: KernelSpec, problem: Problem, mask) -> Optional[str]:

@@ -65,17 +65,23 @@ def _scale(q: torch.Tensor, softmax_scale: Optional[float]) -> float:
     return softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
 
 
-def forward_lse(q, k, v, source: MaskSource, softmax_scale: Optional[float] = None):
-    """Attention output (q's dtype) and lse (float32, natural log, (B, Hq, Sq); -inf on empty rows)."""
+def forward_lse(q, k, v, source: MaskSource, softmax_scale: Optional[float] = None,
+                rows: Optional[tuple[int, int]] = None):
+    """Attention output (q's dtype) and lse (float32, natural log, (B, Hq, Sq); -inf on empty rows).
+
+    With `rows = (r0, r1)`, only those query rows of the whole problem (q is still the whole q):
+    out (B, r1 - r0, Hq, D) and lse (B, Hq, r1 - r0), at the cost of those rows alone (spot checks).
+    """
     batch, seqlen_q, heads, _ = q.shape
     seqlen_k, rep = k.shape[1], heads // k.shape[2]
+    first, last = rows or (0, seqlen_q)
     scale = _scale(q, softmax_scale)
     reader = mask_rows(source, seqlen_k, q.device)
-    qf, kf, vf = q.float().transpose(1, 2), _heads_first(k, rep), _heads_first(v, rep)
-    out = torch.zeros(batch, heads, seqlen_q, v.shape[-1], dtype=torch.float32, device=q.device)
-    lse = torch.full((batch, heads, seqlen_q), -math.inf, dtype=torch.float32, device=q.device)
-    for r0, r1 in _chunks(seqlen_q, seqlen_k, batch * heads):
-        window = reader(r0, r1)
+    qf, kf, vf = q[:, first:last].float().transpose(1, 2), _heads_first(k, rep), _heads_first(v, rep)
+    out = torch.zeros(batch, heads, last - first, v.shape[-1], dtype=torch.float32, device=q.device)
+    lse = torch.full((batch, heads, last - first), -math.inf, dtype=torch.float32, device=q.device)
+    for r0, r1 in _chunks(last - first, seqlen_k, batch * heads):
+        window = reader(first + r0, first + r1)
         if window is None:
             continue
         c0, c1, m = window

@@ -53,7 +53,9 @@ class SweepSpec(BaseModel):
     samples: int = Field(5, ge=1)
     warmup: int = Field(5, ge=0)
     repeat: int = Field(20, ge=1)
-    check: bool = False
+    # "auto": the whole float32 reference where it is cheap, else the forward on a few query windows;
+    # true: always the whole reference; "spot": always windows; false: no check (rows say checked "no")
+    check: Union[bool, Literal["auto", "spot"]] = "auto"
     measure_peak: bool = True
     isolate: bool = False  # a case that kills its worker process becomes an error row (else the sweep stops)
     mask_params: dict[str, dict[str, Any]] = Field(default_factory=dict)

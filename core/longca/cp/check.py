@@ -56,6 +56,21 @@ def compare(spec, plan, problem: Problem, mask, q, k, v, dout: Optional[torch.Te
     return {name: rel_err(got[name], want[name]) for name in got}
 
 
+def spot_compare(spec, plan, problem: Problem, mask, q, k, v) -> Optional[dict[str, float]]:
+    """The forward's relative error on a few query windows (`measure.spot_windows`) against the
+    reference on those rows only; on rank 0, else None. Collective, like `compare`."""
+    from ..measure import spot_windows
+
+    with torch.no_grad():
+        out = spec.undispatch(spec.attention(*(spec.dispatch(t.detach(), plan) for t in (q, k, v)), plan), plan)
+        if dist.get_rank(plan.group) != 0:
+            return None
+        windows = spot_windows(problem)
+        got = torch.cat([out[:, a:b] for a, b in windows], 1)
+        want = torch.cat([reference.forward_lse(q, k, v, mask, rows=w)[0] for w in windows], 1)
+    return {"out_rows": rel_err(got, want)}
+
+
 def check_problem(problem: Problem, options: dict[str, Any], group=None,
                   registry: Optional[Registry] = None, sample: int = 0) -> Optional[dict[str, float]]:
     """Build mask, inputs and plan for `problem` and compare (collective; result on rank 0)."""

@@ -19,13 +19,13 @@ import torch.distributed as dist
 from ..errors import LongcaError, UnsupportedError
 from ..flops import attention_flops
 from ..measure import (TOLERANCE, RunOptions, Sample, check_grads, check_tensor, current_phase, fail, finish,
-                       mask_of, mask_refusal, n_samples, phase, summarize_samples, time_step)
+                       check_mode, mask_of, mask_refusal, n_samples, phase, summarize_samples, time_step)
 from ..plugins import Registry, get_registry
 from ..problem import Problem, check_mask_params, make_inputs
 from ..results import ResultRow, new_row
 from ..timing import host_ms
 from .accounting import balance, median_balance
-from .check import compare, global_dout
+from .check import compare, global_dout, spot_compare
 from .inner import inner_kernel, inner_unsupported
 
 log = logging.getLogger(__name__)
@@ -99,15 +99,18 @@ def _sample(spec, problem: Problem, options: dict, inner, sample: int, run: RunO
     flops = attention_flops(mask.area, problem.heads_q, problem.head_dim, problem.batch, problem.direction)
     world = dist.get_world_size(group)
     errors = None
-    if check:
+    mode = check_mode(problem, mask, run) if check else "no"
+    if mode != "no":
         phase("check")
-        errors = compare(spec, plan, problem, mask, q, k, v, dout_g)
+        errors = (compare(spec, plan, problem, mask, q, k, v, dout_g) if mode == "full"
+                  else spot_compare(spec, plan, problem, mask, q, k, v))
     extra: dict[str, Any] = {"flops_total": flops}
     if dist.get_rank(group) == 0 and spec.schedule is not None:
         extra["balance"] = balance(problem, mask, options, registry)  # from the strategy's own schedule
     # TFLOP/s per GPU: the problem's FLOPs over the world size
     return Sample((mean, p20, p80), iterations, mask.area, flops / world, max(peaks) if peaks else None,
-                  float(max(r[2] for r in ranks)), errors, ms_max_rank=float(max(medians)), extra=extra)
+                  float(max(r[2] for r in ranks)), errors, ms_max_rank=float(max(medians)), extra=extra,
+                  checked=mode)
 
 
 def measure_rank(problem: Problem, options: dict[str, Any], run: RunOptions, group=None,
@@ -135,7 +138,7 @@ def measure_rank(problem: Problem, options: dict[str, Any], run: RunOptions, gro
     row.flops = float(np.mean([s.extra["flops_total"] for s in samples]))  # the whole problem's
     if all("balance" in s.extra for s in samples):
         row.balance = median_balance([s.extra["balance"] for s in samples])
-    return finish(row, samples[0].errors, run.tolerance or TOLERANCE[problem.dtype])
+    return finish(row, samples[0].errors, run.tolerance or TOLERANCE[problem.dtype], samples[0].checked)
 
 
 def measure(problem: Problem, options: dict[str, Any], run: Optional[RunOptions] = None, group=None,
