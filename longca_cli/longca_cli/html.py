@@ -222,8 +222,8 @@ REPORT_COLUMNS: list[dict[str, Any]] = [
     {"key": "checked", "label": "checked"}, {"key": "source", "label": "results"},
     {"key": "reason", "label": "reason"},
 ]
-REPORT_FILTERS = [{"key": k, "label": k} for k in ("mask", "seqlen", "column", "direction", "dtype", "heads",
-                                                   "state", "source")]
+REPORT_FILTERS = [{"key": k, "label": {"column": "kernel", "state": "status", "source": "results"}.get(k, k)}
+                  for k in ("mask", "seqlen", "column", "direction", "dtype", "heads", "state", "source")]
 
 
 def _hex(rgb: Any) -> str:
