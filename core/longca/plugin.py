@@ -18,17 +18,35 @@ from typing import Any
 from .errors import LongcaError, UnknownNameError, UnsupportedError
 from .hookspecs import hookimpl
 from .masks.mask import BlockSparseLayout, Mask, MaskContext
-from .masks.slices import BI_CAUSAL, CAUSAL, FULL, INV_CAUSAL, TYPE_NAMES
+from .masks.slices import BI_CAUSAL, CAUSAL, EMPTY, FULL, FULL_BLOCK, INV_CAUSAL, PARTIAL, TYPE_NAMES
 from .masks.slices import as_array as slices_array
-from .masks.slices import band_to_slices
-from .specs import (ANY_BLOCK_SPARSE, ANY_STATIC, BackwardFn, CPStrategySpec, ForwardFn, KernelSpec, MaskSpec,
-                    SamplerSpec)
+from .masks.slices import band_to_slices, block_map, crop, dense, normalize
+from .masks.slices import area as slices_area
+from .specs import (ANY_BLOCK_SPARSE, ANY_MASK, ANY_STATIC, BackwardFn, CPStrategySpec, ForwardFn, KernelSpec,
+                    MaskSpec, SamplerSpec)
 
 # name -> (module, attribute): loaded on first use (they import torch or the whole testing kit)
 _LAZY = {
     "lse_attention": ("longca.autograd", "lse_attention"),
-    "InnerKernel": ("longca.cp.inner", "InnerKernel"),
+    "reference_forward_lse": ("longca.reference", "forward_lse"),
+    "reference_backward_lse": ("longca.reference", "backward_lse"),
     "Problem": ("longca.problem", "Problem"),
+    # context parallelism: the pieces every strategy shares (docs/context-parallel.md)
+    "InnerKernel": ("longca.cp.inner", "InnerKernel"),
+    "CPPlan": ("longca.cp.plan", "CPPlan"),
+    "dispatch": ("longca.cp.plan", "dispatch"),
+    "undispatch": ("longca.cp.plan", "undispatch"),
+    "Layout": ("longca.cp.layout", "Layout"),
+    "contiguous_layout": ("longca.cp.layout", "contiguous"),
+    "zigzag_layout": ("longca.cp.layout", "zigzag"),
+    "Call": ("longca.cp.calls", "Call"),
+    "pair_calls": ("longca.cp.calls", "pair_calls"),
+    "forward_calls": ("longca.cp.attend", "forward_calls"),
+    "backward_calls": ("longca.cp.attend", "backward_calls"),
+    "OutputAccumulator": ("longca.cp.merge", "OutputAccumulator"),
+    "GradAccumulator": ("longca.cp.merge", "GradAccumulator"),
+    "gather_seq": ("longca.cp.comm", "gather_seq"),
+    "reduce_scatter_seq": ("longca.cp.comm", "reduce_scatter_seq"),
     "build_mask": ("longca.testing.builders", "build_mask"),
     "conformance_tests": ("longca.testing", "conformance_tests"),
     "run_conformance": ("longca.testing", "run_conformance"),
@@ -45,8 +63,9 @@ _LAZY = {
 
 __all__ = [
     "hookimpl", "KernelSpec", "MaskSpec", "SamplerSpec", "CPStrategySpec", "ForwardFn", "BackwardFn",
-    "ANY_STATIC", "ANY_BLOCK_SPARSE", "Mask", "MaskContext", "BlockSparseLayout",
-    "FULL", "CAUSAL", "INV_CAUSAL", "BI_CAUSAL", "TYPE_NAMES", "slices_array", "band_to_slices",
+    "ANY_STATIC", "ANY_BLOCK_SPARSE", "ANY_MASK", "Mask", "MaskContext", "BlockSparseLayout",
+    "FULL", "CAUSAL", "INV_CAUSAL", "BI_CAUSAL", "TYPE_NAMES", "EMPTY", "PARTIAL", "FULL_BLOCK",
+    "slices_array", "band_to_slices", "block_map", "crop", "dense", "normalize", "slices_area",
     "LongcaError", "UnknownNameError", "UnsupportedError", *_LAZY,
 ]
 

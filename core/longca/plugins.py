@@ -157,19 +157,34 @@ def validate(kind: str, spec: Any) -> Optional[str]:
     return None
 
 
+def hook_of(pm: pluggy.PluginManager, obj: Any, hook_name: str) -> Optional[Any]:
+    """pluggy's caller of `hook_name` restricted to the plugin `obj` (each plugin is called in its
+    own try, so one failing plugin does not hide the others' results), or None if it has none."""
+    others = [p for p in pm.get_plugins() if p is not obj]
+    caller = pm.subset_hook_caller(hook_name, remove_plugins=others)
+    return caller if caller.get_hookimpls() else None
+
+
 def _register(registry: Registry, pm: pluggy.PluginManager, plugin: PluginInfo, obj: Any) -> None:
     try:
         pm.register(obj, name=plugin.name)
     except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the others
         plugin.errors.append(f"cannot register: {exc}")
         return
+    try:  # a misspelled hook would otherwise be ignored silently; every plugin before this one passed
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        known = sorted(n for n in vars(hookspecs) if n.startswith("longca_"))
+        plugin.errors.append(f"{exc}; known hooks: {', '.join(known)}")
+        pm.unregister(obj)
+        return
     for kind, (hook_name, _) in KINDS.items():
-        impl = getattr(obj, hook_name, None)
-        if impl is None:
+        caller = hook_of(pm, obj, hook_name)
+        if caller is None:
             continue
         plugin.hooks.append(hook_name)
         try:
-            specs = list(impl() or [])
+            specs = [spec for result in caller() for spec in (result or [])]
         except Exception as exc:  # noqa: BLE001
             plugin.errors.append(f"{hook_name}() failed: {type(exc).__name__}: {exc}")
             continue
@@ -179,13 +194,8 @@ def _register(registry: Registry, pm: pluggy.PluginManager, plugin: PluginInfo, 
                 plugin.errors.append(problem)
             else:
                 registry._add(kind, spec, plugin)
-    if hasattr(obj, "longca_env_info"):
+    if hook_of(pm, obj, "longca_env_info") is not None:
         plugin.hooks.append("longca_env_info")
-    known = {n for n in vars(hookspecs) if n.startswith("longca_")}
-    for attr in sorted(set(dir(obj)) - known):  # a misspelled hook would otherwise be ignored silently
-        if hasattr(getattr(obj, attr, None), f"{hookspecs.PROJECT}_impl"):
-            plugin.errors.append(f"{attr} is marked @hookimpl but is not a longca hook; "
-                                 f"known hooks: {', '.join(sorted(known))}")
 
 
 class ImportGuarded(Exception):
@@ -278,7 +288,7 @@ def env_info(registry: Optional[Registry] = None) -> dict[str, Any]:
     registry = registry or get_registry()
     info: dict[str, Any] = {}
     for name, plugin in registry.pm.list_name_plugin():
-        hook = getattr(plugin, "longca_env_info", None)
+        hook = hook_of(registry.pm, plugin, "longca_env_info")
         if hook is not None:
             try:
                 hook(info=info)
