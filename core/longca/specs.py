@@ -36,6 +36,9 @@ class MaskSpec:
     uses_documents: bool = False
     seqlen_multiple: int = 1
     aliases: dict[str, str] = field(default_factory=dict)  # short name -> parameter (`w` -> `window`)
+    # flex_mask_mod(mask, device) -> FlexAttention mask_mod for one draw, as a Flex user writes it
+    # (`longca.masks.mask_mods`); None: Flex kernels use the generic FlashMask-bounds form.
+    flex_mask_mod: Optional[Callable[["Mask", Any], Callable[..., Any]]] = None
 
 
 @dataclass(frozen=True)

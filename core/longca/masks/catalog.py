@@ -14,6 +14,7 @@ from ..hookspecs import hookimpl
 from ..specs import MaskSpec
 from . import slices as sl
 from .mask import BlockSparseLayout, Mask, MaskContext
+from .mask_mods import BUILDERS as MASK_MODS
 
 DEFAULT_WINDOW = 1024
 DOC_BLOCK = 1024
@@ -222,4 +223,5 @@ def longca_masks() -> list[MaskSpec]:
         MaskSpec("block_sparse_variable", B, "as block_sparse_uniform over blocks of random sizes in "
                  "[block/2, block]", block_sparse_variable, _SPARSE),
     ]
-    return [replace(spec, aliases={a: p for a, p in ALIASES.items() if p in spec.params}) for spec in specs]
+    return [replace(spec, aliases={a: p for a, p in ALIASES.items() if p in spec.params},
+                    flex_mask_mod=MASK_MODS.get(spec.name)) for spec in specs]

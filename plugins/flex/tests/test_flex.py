@@ -44,3 +44,16 @@ def test_block_mask_matches_dense_mask(mask):
     q = torch.arange(m.seqlen)[:, None]
     kv = torch.arange(m.seqlen)[None, :]
     assert np.array_equal(bm.mask_mod(0, 0, q, kv).numpy(), m.dense())
+
+
+@pytest.mark.parametrize("mask", ["causal_document", "prefix_lm_document", "global_sliding_window"])
+def test_user_block_mask_is_the_mask(mask):
+    """prepare's BlockMask (create_block_mask over the natural mask_mod) has the exact block map and pairs."""
+    from longca_plugin_flex.kernel import block_mask_for
+
+    m = build_mask(problem(mask))
+    bm = block_mask_for(m, "cpu")
+    assert np.array_equal(bm.to_dense()[0, 0].numpy().astype(bool), m.block_map(128) > 0)
+    q = torch.arange(m.seqlen)[:, None]
+    kv = torch.arange(m.seqlen)[None, :]
+    assert np.array_equal(bm.mask_mod(0, 0, q, kv).expand(m.seqlen, m.seqlen).numpy(), m.dense())

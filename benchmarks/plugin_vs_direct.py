@@ -1,0 +1,487 @@
+"""Each kernel plugin against a hand-written call of the same library, same inputs, same process.
+
+A benchmark is fair only if each kernel runs as its users run it. For every (kernel, mask, S,
+direction) this times the plugin (`spec.prepare` + `spec.run`, what `longca` measures) and a
+call written here by hand the way that library's users write it, on the same mask draw and the
+same tensors, with the same timer (`longca.timing.time_ms`: CUDA events, L2 flushed before each
+call), alternating plugin and direct for `--rounds` rounds. `ratio` = direct ms / plugin ms
+(1.0: the plugin is as fast as the direct call; below 1: the plugin is slower). The forward
+outputs of both are compared (`rel_diff`), so the direct call is known to compute the same mask.
+
+The direct calls (nothing here imports longca's kernels or mask_mods):
+- flex / flex-fa4: `create_block_mask` over an attention-gym-style mask_mod written below, and
+  `torch.compile(flex_attention)` (flex-fa4: `kernel_options={"BACKEND": "FLASH"}`);
+- sdpa: `F.scaled_dot_product_attention` with `is_causal` (full, causal; other masks need an
+  S x S boolean mask, which this script does not time: that path is the same call in the plugin);
+- fa2 (torch's bundled FlashAttention-2): SDPA's flash backend (full, causal),
+  `torch.nn.attention.varlen.varlen_attn` (documents);
+- fa3 / fa4: `flash_attn_func` with `causal` / `window_size`, `flash_attn_varlen_func` (documents);
+- cudnn: one nvidia-cudnn-frontend SDPA graph pair (forward with stats, backward) built by hand,
+  causal / sliding windows as the diagonal band (full, causal, both sliding windows).
+Masks a library has no one-call form for (the heterogeneous ones, except in Flex) are `n/a`.
+
+    python benchmarks/plugin_vs_direct.py --kernels flex,sdpa,fa2 --seqlens 16k,32k --out results/pvd
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import statistics
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+import torch
+
+from longca.bench import unsupported_reason
+from longca.flops import attention_flops
+from longca.masks.catalog import STATIC_MASKS
+from longca.plugins import get_registry
+from longca.problem import Problem, build_mask, make_inputs
+from longca.sizes import parse_heads, parse_size
+from longca.timing import time_ms
+
+Direct = Callable[..., torch.Tensor]  # direct(q, k, v) -> out (B, S, H, D), autograd-aware
+
+
+# ---------------------------------------------------------------- hand-written mask_mods (attention-gym style)
+
+
+def user_mask_mod(mask, device) -> Callable:
+    """The mask_mod a Flex user writes for this mask, from its parameters."""
+    p, s = mask.params, mask.seqlen
+    if "doc_lens" in p:
+        lens = torch.as_tensor(np.asarray(p["doc_lens"]), dtype=torch.int64)
+        doc = torch.repeat_interleave(torch.arange(len(lens), dtype=torch.int32), lens).to(device)
+        starts = torch.cumsum(lens, 0) - lens
+    name = mask.name
+    if name == "full":
+        return lambda b, h, q, kv: q >= 0
+    if name == "causal":
+        return lambda b, h, q, kv: q >= kv
+    if name == "full_document":
+        return lambda b, h, q, kv: doc[q] == doc[kv]
+    if name == "causal_document":
+        return lambda b, h, q, kv: (doc[q] == doc[kv]) & (q >= kv)
+    if name == "sliding_window":
+        w = int(p["window"])
+        return lambda b, h, q, kv: (q - kv <= w) & (kv - q <= w)
+    if name == "sliding_window_causal":
+        w = int(p["window"])
+        return lambda b, h, q, kv: (q >= kv) & (q - kv <= w)
+    if name == "share_question":
+        qlen = int(lens[0])
+        return lambda b, h, q, kv: (q >= kv) & ((doc[q] == doc[kv]) | (kv < qlen))
+    if name == "causal_blockwise":
+        last = s - int(lens[-1])
+        return lambda b, h, q, kv: (q >= kv) & ((doc[q] == doc[kv]) | (q >= last))
+    if name == "prefix_lm_causal":
+        prefix = int(p["prefix"])
+        return lambda b, h, q, kv: (kv < prefix) | (q >= kv)
+    if name == "prefix_lm_document":
+        prefix_end = torch.repeat_interleave(starts + torch.clamp(lens, max=int(p["prefix"])), lens).to(device).int()
+        return lambda b, h, q, kv: (doc[q] == doc[kv]) & ((kv < prefix_end[kv]) | (q >= kv))
+    if name == "global_sliding_window":
+        w, g = int(p["window"]), int(p["global_tokens"])
+        return lambda b, h, q, kv: (q < g) | (kv < g) | ((q - kv <= w) & (kv - q <= w))
+    if name == "block_causal_document":
+        blk = int(p["block"])
+        return lambda b, h, q, kv: (doc[q] == doc[kv]) & (q // blk >= kv // blk)
+    raise KeyError(name)
+
+
+_FLEX: dict[str, Any] = {}
+
+
+def flex_direct(mask, q, k, v, kernel_options: Optional[dict] = None) -> Direct:
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    key = "flash" if kernel_options else "triton"
+    on_gpu = q.device.type == "cuda"  # a CPU run (a test of this script) stays eager
+    if key not in _FLEX:
+        fn = functools.partial(flex_attention, kernel_options=kernel_options) if kernel_options else flex_attention
+        _FLEX[key] = torch.compile(fn, dynamic=False) if on_gpu else fn
+    compiled = _FLEX[key]
+    s = mask.seqlen
+    block_mask = create_block_mask(user_mask_mod(mask, q.device), None, None, s, s, device=q.device, _compile=on_gpu)
+    gqa = q.shape[2] != k.shape[2]
+
+    def run(q, k, v):
+        return compiled(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), block_mask=block_mask,
+                        enable_gqa=gqa).transpose(1, 2)
+
+    return run
+
+
+# ---------------------------------------------------------------- FlashAttention-style libraries
+
+
+def _window(mask) -> Optional[tuple[bool, int, int]]:
+    """(causal, left, right) for masks that are one FlashAttention call; None otherwise."""
+    w = mask.params.get("window")
+    return {"full": (False, -1, -1), "causal": (True, -1, 0), "full_document": (False, -1, -1),
+            "causal_document": (True, -1, 0), "sliding_window": (False, w, w),
+            "sliding_window_causal": (False, w, 0)}.get(mask.name)
+
+
+def _cu_seqlens(mask, device) -> tuple[torch.Tensor, int]:
+    lens = np.asarray(mask.params["doc_lens"], dtype=np.int64)
+    cu = torch.tensor(np.concatenate([[0], np.cumsum(lens)]), dtype=torch.int32, device=device)
+    return cu, int(lens.max())
+
+
+def _first(res):
+    return res[0] if isinstance(res, tuple) else res
+
+
+def flash_direct(lib: str, mask, q, k, v) -> Direct | str:
+    win = _window(mask)
+    if win is None:
+        return "n/a: no one-call form in the library (the plugin merges several calls through lse)"
+    causal, left, right = win
+    if lib == "fa3":
+        from flash_attn_interface import flash_attn_func, flash_attn_varlen_func
+        window = (left, right) if not causal else (-1, -1)
+    else:
+        from flash_attn.cute import flash_attn_func, flash_attn_varlen_func
+        window = (None if left < 0 else left, None if right < 0 else right) if not causal else (None, None)
+    if "doc_lens" not in mask.params:
+        return lambda q, k, v: _first(flash_attn_func(q, k, v, causal=causal, window_size=window))
+    cu, longest = _cu_seqlens(mask, q.device)
+
+    def run(q, k, v):
+        b, s, h, d = q.shape
+        out = flash_attn_varlen_func(q.view(b * s, h, d), k.view(b * s, -1, d), v.view(b * s, -1, d),
+                                     cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest, max_seqlen_k=longest,
+                                     causal=causal, window_size=window)
+        return _first(out).view(b, s, h, d)
+
+    return run
+
+
+def fa2_direct(mask, q, k, v) -> Direct | str:
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    gqa = q.shape[2] != k.shape[2]
+    if mask.name in ("full", "causal"):
+        causal = mask.name == "causal"
+
+        def run(q, k, v):
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                      is_causal=causal, enable_gqa=gqa).transpose(1, 2)
+        return run
+    if mask.name not in ("full_document", "causal_document"):
+        return "n/a: torch exposes FlashAttention-2 windows and multi-call masks only through private aten ops"
+    import inspect
+
+    from torch.nn.attention.varlen import varlen_attn
+
+    params = inspect.signature(varlen_attn).parameters
+    causal = mask.name == "causal_document"
+    kwargs: dict[str, Any] = {"window_size": (-1, 0 if causal else -1)} if "window_size" in params else {"is_causal": causal}
+    if gqa and "enable_gqa" not in params:
+        return "n/a: this torch's varlen_attn has no GQA"
+    if "enable_gqa" in params:
+        kwargs["enable_gqa"] = gqa
+    cu, longest = _cu_seqlens(mask, q.device)
+
+    def run(q, k, v):
+        b, s, h, d = q.shape
+        out = varlen_attn(q.view(b * s, h, d), k.view(b * s, -1, d), v.view(b * s, -1, d), cu, cu, longest, longest,
+                          **kwargs)
+        return out.view(b, s, h, d)
+
+    return run
+
+
+def sdpa_direct(mask, q, k, v) -> Direct | str:
+    import torch.nn.functional as F
+
+    if mask.name not in ("full", "causal"):
+        return "not timed: an S x S boolean attn_mask, the same call in the plugin (memory-efficient/math backend)"
+    causal, gqa = mask.name == "causal", q.shape[2] != k.shape[2]
+    return lambda q, k, v: F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                          is_causal=causal, enable_gqa=gqa).transpose(1, 2)
+
+
+# ---------------------------------------------------------------- cuDNN frontend, by hand
+
+
+def cudnn_direct(mask, q, k, v) -> Direct | str:
+    """A forward graph with stats and a backward graph, as cudnn-frontend's own SDPA samples write them."""
+    import cudnn
+
+    win = _window(mask)
+    if win is None or "doc_lens" in mask.params:
+        return "n/a: not hand-written here (documents need cuDNN's ragged layout; others several graphs)"
+    causal, left, right = win
+    b, s, hq, d = q.shape
+    hkv = k.shape[2]
+    scale = 1.0 / math.sqrt(d)
+    handle = cudnn.create_handle()
+    dt = {torch.bfloat16: cudnn.data_type.BFLOAT16, torch.float16: cudnn.data_type.HALF}[q.dtype]
+    bounds = dict(diagonal_alignment=cudnn.diagonal_alignment.TOP_LEFT,
+                  diagonal_band_left_bound=None if left < 0 else left + 1,
+                  diagonal_band_right_bound=None if right < 0 else right)
+
+    def strides(h):
+        return [s * h * d, d, h * d, 1]
+
+    def tensor(g, name, h):
+        return g.tensor(name=name, dim=[b, h, s, d], stride=strides(h), data_type=dt)
+
+    def new_graph():
+        return cudnn.pygraph(io_data_type=dt, intermediate_data_type=cudnn.data_type.FLOAT,
+                             compute_data_type=cudnn.data_type.FLOAT, handle=handle)
+
+    def build(g):
+        g.validate()
+        g.build_operation_graph()
+        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        g.check_support()
+        g.build_plans()
+        return torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device=q.device)
+
+    fg = new_graph()
+    fq, fk, fv = tensor(fg, "q", hq), tensor(fg, "k", hkv), tensor(fg, "v", hkv)
+    fo, fstats = fg.sdpa(name="sdpa", q=fq, k=fk, v=fv, generate_stats=True, attn_scale=scale, **bounds)
+    fo.set_output(True).set_dim([b, hq, s, d]).set_stride(strides(hq)).set_data_type(dt)
+    fstats.set_output(True).set_dim([b, hq, s, 1]).set_stride([hq * s, s, 1, 1]).set_data_type(cudnn.data_type.FLOAT)
+    fws = build(fg)
+    bg = new_graph()
+    bq, bk, bv, bo, bdo = (tensor(bg, n, h) for n, h in (("q", hq), ("k", hkv), ("v", hkv), ("o", hq), ("dO", hq)))
+    bstats = bg.tensor(name="stats", dim=[b, hq, s, 1], stride=[hq * s, s, 1, 1], data_type=cudnn.data_type.FLOAT)
+    bdq, bdk, bdv = bg.sdpa_backward(name="sdpa_backward", q=bq, k=bk, v=bv, o=bo, dO=bdo, stats=bstats,
+                                     attn_scale=scale, **bounds)
+    for t, h in ((bdq, hq), (bdk, hkv), (bdv, hkv)):
+        t.set_output(True).set_dim([b, h, s, d]).set_stride(strides(h)).set_data_type(dt)
+    bws = build(bg)
+
+    def stream():
+        cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
+
+    class Attention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v):
+            o = torch.empty_like(q)
+            stats = torch.empty(b, hq, s, 1, dtype=torch.float32, device=q.device)
+            stream()
+            fg.execute({fq: q, fk: k, fv: v, fo: o, fstats: stats}, fws, handle=handle)
+            ctx.save_for_backward(q, k, v, o, stats)
+            return o
+
+        @staticmethod
+        def backward(ctx, do):
+            q, k, v, o, stats = ctx.saved_tensors
+            dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+            stream()
+            bg.execute({bq: q, bk: k, bv: v, bo: o, bdo: do.contiguous(), bstats: stats, bdq: dq, bdk: dk, bdv: dv},
+                       bws, handle=handle)
+            return dq, dk, dv
+
+    return Attention.apply
+
+
+def make_direct(kernel: str, mask, q, k, v) -> Direct | str:
+    if kernel == "flex":
+        return flex_direct(mask, q, k, v)
+    if kernel == "flex-fa4":
+        return flex_direct(mask, q, k, v, {"BACKEND": "FLASH"})
+    if kernel in ("fa3", "fa4"):
+        return flash_direct(kernel, mask, q, k, v)
+    if kernel == "fa2":
+        return fa2_direct(mask, q, k, v)
+    if kernel == "sdpa":
+        return sdpa_direct(mask, q, k, v)
+    if kernel == "cudnn":
+        return cudnn_direct(mask, q, k, v)
+    return f"n/a: no hand-written call for kernel {kernel!r}"
+
+
+# ---------------------------------------------------------------- measuring
+
+
+def steps(call: Callable, q, k, v, direction: str) -> Callable[[], Any]:
+    if direction == "fwd":
+        def fwd():
+            with torch.no_grad():
+                return call(q, k, v)
+        return fwd
+    out = call(q, k, v)
+    dout = torch.randn_like(out)
+    return lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+
+
+def rel_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))
+
+
+def measure(kernel: str, mask_name: str, seqlen: int, direction: str, args, warm_only: bool = False) -> dict[str, Any]:
+    """One case: plugin and direct (and `--against`), timed alternately; `warm_only`: run each once, no timing."""
+    registry = get_registry()
+    hq, hkv = parse_heads(args.heads)
+    problem = Problem(kernel=kernel, mask=mask_name, seqlen=seqlen, heads_q=hq, heads_kv=hkv, head_dim=args.head_dim,
+                      dtype=args.dtype, direction=direction, device=args.device, sampler=args.sampler)
+    row: dict[str, Any] = {"kernel": kernel, "mask": mask_name, "seqlen": seqlen, "direction": direction,
+                           "heads": args.heads, "head_dim": args.head_dim, "dtype": args.dtype}
+    spec = registry.kernel(kernel)
+    reason = unsupported_reason(spec, problem, registry)
+    if reason:
+        return {**row, "status": "unsupported", "reason": reason}
+    row["backend"] = spec.backend()
+    mask = build_mask(problem, 0, registry)
+    q, k, v = make_inputs(problem, 0, requires_grad=direction != "fwd")
+    direct = make_direct(kernel, mask, q, k, v)
+    if isinstance(direct, str):
+        return {**row, "status": "n/a", "reason": direct}
+    calls = {"plugin": functools.partial(spec.run, spec.prepare(problem, mask, q, k, v)), "direct": direct}
+    other = None
+    if args.against and kernel in ("flex", "flex-fa4"):
+        other = registry.kernel(args.against)
+        reason = unsupported_reason(other, problem.with_(kernel=args.against), registry)
+        if reason:
+            row["against_reason"] = reason
+        else:
+            calls["against"] = functools.partial(other.run, other.prepare(problem, mask, q, k, v))
+    with torch.no_grad():
+        outs = {name: call(q, k, v) for name, call in calls.items()}
+    row.update({f"{name}_rel_diff": rel_diff(out, outs["direct"]) for name, out in outs.items() if name != "direct"})
+    row["rel_diff"] = row["plugin_rel_diff"]
+    del outs
+    step = {name: steps(call, q, k, v, direction) for name, call in calls.items()}
+    for fn in step.values():
+        fn()  # compile / JIT outside the timings
+    if warm_only:
+        return {**row, "status": "warmed"}
+    device = torch.device(args.device)
+    times: dict[str, list[float]] = {name: [] for name in step}
+    for _ in range(args.rounds):
+        for name, fn in step.items():
+            times[name].append(statistics.median(time_ms(fn, device, args.warmup, args.repeat)))
+    ms = {name: statistics.median(t) for name, t in times.items()}
+    flops = attention_flops(mask.area, hq, args.head_dim, 1, direction)
+    row.update(status="ok", plugin_ms=ms["plugin"], direct_ms=ms["direct"], ratio=ms["direct"] / ms["plugin"],
+               plugin_rounds_ms=times["plugin"], direct_rounds_ms=times["direct"],
+               plugin_tflops=flops / (ms["plugin"] * 1e-3) / 1e12, direct_tflops=flops / (ms["direct"] * 1e-3) / 1e12)
+    if "against" in ms:  # e.g. flashmask against the direct Flex call: > 1 means flashmask is faster
+        row.update(against=args.against, against_ms=ms["against"], against_rounds_ms=times["against"],
+                   against_vs_direct=ms["direct"] / ms["against"], against_tflops=flops / (ms["against"] * 1e-3) / 1e12)
+    return row
+
+
+def _warm_worker(cases: list[tuple], args) -> list[str]:
+    """Compile every case once in this process: fills inductor's and Triton's caches on disk."""
+    import torch._functorch.config as functorch_config
+
+    functorch_config.donated_buffer = False
+    done = []
+    for case in cases:
+        try:
+            done.append(f"{case}: {measure(*case, args, warm_only=True)['status']}")
+        except Exception as exc:  # noqa: BLE001 - the timed run reports it
+            done.append(f"{case}: {type(exc).__name__}: {str(exc)[:200]}")
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+    return done
+
+
+def prewarm(cases: list[tuple], args) -> None:
+    """Compile the cases in `args.prewarm` parallel processes before timing (compilation is serial per kernel).
+
+    Stops waiting after `args.prewarm_minutes`: whatever is not compiled by then compiles in the timed loop."""
+    import multiprocessing as mp
+    import os
+
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "2")
+    shares = [cases[i::args.prewarm] for i in range(args.prewarm)]
+    pool = mp.get_context("spawn").Pool(args.prewarm)
+    pending = pool.starmap_async(_warm_worker, [(share, args) for share in shares if share])
+    try:
+        for lines in pending.get(timeout=60 * args.prewarm_minutes):
+            for line in lines:
+                print("prewarm", line, flush=True)
+        pool.close()
+    except mp.TimeoutError:
+        print(f"prewarm: stopped after {args.prewarm_minutes} min", flush=True)
+        pool.terminate()
+    pool.join()
+    os.environ.pop("TORCHINDUCTOR_COMPILE_THREADS", None)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| kernel | mask | S | dir | plugin ms | direct ms | ratio | plugin TFLOP/s | rel diff |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["status"] == "ok":
+            lines.append(f"| {r['kernel']} | {r['mask']} | {r['seqlen'] // 1024}K | {r['direction']} | "
+                         f"{r['plugin_ms']:.3f} | {r['direct_ms']:.3f} | {r['ratio']:.3f} | "
+                         f"{r['plugin_tflops']:.0f} | {r['rel_diff']:.1e} |")
+        else:
+            lines.append(f"| {r['kernel']} | {r['mask']} | {r['seqlen'] // 1024}K | {r['direction']} | "
+                         f"{r['status']}: {r.get('reason', '')[:90]} | | | | |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kernels", default="flex,sdpa,fa2,fa3,fa4,cudnn,flex-fa4")
+    parser.add_argument("--masks", default=",".join(STATIC_MASKS))
+    parser.add_argument("--seqlens", default="16k,32k")
+    parser.add_argument("--directions", default="fwd,bwd")
+    parser.add_argument("--heads", default="64:8")
+    parser.add_argument("--head-dim", type=int, default=128)
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--sampler", default="auto")
+    parser.add_argument("--device", default="cuda", help="cuda; cpu only tests this script (flex forward, sdpa)")
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=2, help="alternate plugin and direct this many times")
+    parser.add_argument("--max-minutes", type=float, default=None, help="start no case after this many minutes")
+    parser.add_argument("--against", default=None, help="for flex rows: also time this kernel plugin (e.g. flashmask)")
+    parser.add_argument("--prewarm", type=int, default=0, help="compile every case first in this many processes")
+    parser.add_argument("--prewarm-minutes", type=float, default=3.0, help="stop waiting for the prewarm after this")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    import torch._functorch.config as functorch_config
+
+    functorch_config.donated_buffer = False  # backward is timed repeatedly on one graph (retain_graph)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cases = [(kernel, mask_name, parse_size(seqlen), direction) for kernel in args.kernels.split(",")
+             for seqlen in args.seqlens.split(",") for mask_name in args.masks.split(",")
+             for direction in args.directions.split(",")]
+    start, rows = time.time(), []
+    if args.prewarm > 1:
+        prewarm(cases, args)
+        print(f"prewarm: {time.time() - start:.0f} s", flush=True)
+    with open(out / "rows.jsonl", "a") as f:
+        for case in cases:
+            if args.max_minutes is not None and time.time() - start > 60 * args.max_minutes:
+                break
+            t0 = time.time()
+            try:
+                row = measure(*case, args)
+            except Exception as exc:  # noqa: BLE001 - one failed case is a row, the run goes on
+                row = dict(zip(("kernel", "mask", "seqlen", "direction"), case), status="error",
+                           reason=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300])
+                traceback.print_exc()
+            if args.device == "cuda":
+                torch.cuda.empty_cache()
+            row["wall_s"] = round(time.time() - t0, 2)
+            rows.append(row)
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+            print(json.dumps({k: row.get(k) for k in ("kernel", "mask", "seqlen", "direction", "status", "ratio",
+                                                       "plugin_tflops", "against_vs_direct", "wall_s")}), flush=True)
+    (out / "table.md").write_text(table(rows) + "\n")
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""longca kernel plugin `flex-fa4`: FlexAttention on its FlashAttention-4 backend."""

@@ -1,0 +1,115 @@
+"""FlexAttention lowered to FlashAttention-4: `flex_attention(..., kernel_options={"BACKEND": "FLASH"})`.
+
+The same user code as the `flex` plugin (natural mask_mod, `create_block_mask`, compiled
+`flex_attention`, `enable_gqa`), with the FLASH backend, which torch >= 2.9 lowers to
+flash-attn-4's CuTe DSL kernels on Hopper and Blackwell (the mask_mod is compiled into the FA4
+kernel). What refuses a case, and where:
+
+- `available()`: torch's own check (`ensure_flash_available` in
+  `torch._inductor.kernel.flex.flex_flash_attention`), whose message says what is missing
+  (flash-attn-4 not importable), plus a CUDA GPU of compute capability 9.x or 10.x;
+- `supports()`: flash-attn-4's own head-dim validation for this GPU (its message); the dtypes
+  it takes (bf16, fp16) are the declared ones;
+- anything else torch refuses while compiling (`BACKEND='FLASH' but flash attention cannot be
+  used: ...`, `NotImplementedError` from the CuTe template) becomes the case's error row with
+  torch's own message.
+"""
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Optional
+
+import torch
+from longca import hookimpl
+from longca.specs import ANY_STATIC, KernelSpec
+from longca_plugin_flex.kernel import FlexKernel, supports_mask
+
+KERNEL_OPTIONS = {"BACKEND": "FLASH"}
+KERNEL = FlexKernel(KERNEL_OPTIONS)
+CAPABILITIES = (9, 10)  # Hopper, Blackwell: the architectures flash-attn-4's CuTe kernels are written for
+
+
+def torch_reason() -> Optional[str]:
+    """Why this torch cannot lower flex_attention to FLASH, in torch's own words, or None."""
+    try:
+        from torch._inductor.kernel.flex import flex_flash_attention as ffa
+    except ImportError:
+        return f"torch {torch.__version__} has no FLASH backend for flex_attention (needs >= 2.9)"
+    try:
+        if ffa.ensure_flash_available():
+            return None
+        return ffa._flash_attention_unavailable_message()  # noqa: SLF001 - torch's reason, verbatim
+    except Exception as exc:  # noqa: BLE001 - a broken flash-attn-4 install must not stop listing
+        return f"flash-attn-4 failed to import: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
+def available() -> Optional[str]:
+    if torch.version.cuda is None:
+        return f"needs a CUDA GPU; torch {torch.__version__} is a CPU-only build"
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU; none is visible"
+    major = torch.cuda.get_device_capability()[0]
+    if major not in CAPABILITIES:
+        return f"flash-attn-4's kernels run on compute capability 9.x and 10.x; this GPU is {major}.x"
+    return torch_reason()
+
+
+def supports(problem) -> Optional[str]:
+    """flash-attn-4's own head-dim check for this GPU (its assertion message), where it can be asked."""
+    if problem.device_type != "cuda" or available() is not None:
+        return None  # the capability checks say why first
+    try:
+        from flash_attn.cute.interface import _validate_head_dims
+    except ImportError:
+        return None
+    major = torch.cuda.get_device_capability(problem.device)[0]
+    alignment = 16 // torch.empty((), dtype=getattr(torch, problem.dtype)).element_size()
+    try:
+        _validate_head_dims(problem.head_dim, problem.head_dim, major, alignment)
+    except AssertionError as exc:
+        return f"flash-attn-4: {exc}"
+    return None
+
+
+def version() -> str:
+    for dist in ("flash-attn-4", "fa4"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return "unknown version"
+
+
+def backend() -> str:
+    return (f"torch {torch.__version__} flex_attention, BACKEND=FLASH (flash-attn-4 {version()}), "
+            f"create_block_mask over each mask's natural mask_mod")
+
+
+SPEC = KernelSpec(
+    name="flex-fa4",
+    family="dense",
+    description="FlexAttention on FlashAttention-4 (kernel_options BACKEND=FLASH): natural mask_mod, create_block_mask",
+    masks=(ANY_STATIC,),  # every static mask: its natural mask_mod, or FlashMask bounds (supports_mask)
+    prepare=KERNEL.prepare,
+    run=KERNEL.run,
+    dtypes=("bfloat16", "float16"),
+    devices=("cuda",),
+    min_compute_capability=(9, 0),
+    available=available,
+    supports=supports,
+    supports_mask=supports_mask,
+    forward_lse=KERNEL.forward_lse,
+    backward_lse=KERNEL.backward_lse,
+    backend=backend,
+    url="https://pytorch.org/blog/flexattention-flash-attention-4/",
+)
+
+
+@hookimpl
+def longca_kernels():
+    return [SPEC]
+
+
+@hookimpl
+def longca_env_info(info):
+    info["flex-fa4"] = "available" if available() is None else f"unavailable: {available()}"

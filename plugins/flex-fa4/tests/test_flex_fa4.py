@@ -1,0 +1,34 @@
+"""flex-fa4 on any machine: what it registers, why it refuses, and that it runs the flex user code."""
+from __future__ import annotations
+
+import pytest
+import torch
+from longca.bench import RunOptions, run_problem
+from longca.masks.catalog import STATIC_MASKS
+from longca.plugins import get_registry
+from longca.problem import Problem
+
+from longca_plugin_flex_fa4 import hooks
+
+
+def test_registers_every_static_mask_with_the_lse_primitives():
+    registry = get_registry()
+    spec = registry.kernel("flex-fa4")
+    assert set(STATIC_MASKS) <= set(registry.claimed_masks(spec.masks))
+    assert spec.forward_lse is not None and spec.backward_lse is not None
+    assert hooks.KERNEL.kernel_options == {"BACKEND": "FLASH"}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
+def test_without_a_gpu_the_row_is_unsupported_with_the_reason():
+    problem = Problem(kernel="flex-fa4", mask="causal", seqlen=256, heads_q=2, heads_kv=2, head_dim=64,
+                      dtype="bfloat16", device="cpu")
+    row = run_problem(problem, RunOptions(warmup=0, repeat=1))
+    assert row["status"] == "unsupported"
+    assert "cuda" in row["reason"].lower()
+    assert hooks.available() is not None and "GPU" in hooks.available()
+
+
+def test_torch_reason_names_what_is_missing():
+    reason = hooks.torch_reason()
+    assert reason is None or "flash" in reason.lower() or "torch" in reason.lower()

@@ -1,0 +1,146 @@
+"""FlexAttention as its users call it, for one choice of `kernel_options` (the Triton or the FLASH backend).
+
+`prepare` builds the BlockMask the way a Flex user does: the mask's natural `mask_mod`
+(`longca.masks.mask_mods`, registered with the mask) through `create_block_mask` (compiled on
+CUDA). Masks that register none, and the crops that context-parallel strategies pass to the lse
+primitives, get the generic form built from slices (`blockmask.py`). `run` is the compiled
+`flex_attention` (`torch.compile(partial(flex_attention, kernel_options=...))`); on a CPU it
+runs eager unless LONGCA_FLEX_COMPILE=1.
+
+Every distinct `mask_mod` and shape is a new compiled graph of the same function, so the
+dynamo recompile limits are raised on first use: with torch's default (8), the ninth mask of a
+sweep would silently fall back to an unfused path that materialises S² scores.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Optional
+
+import torch
+from longca.masks.mask_mods import natural_mask_mod
+
+from .blockmask import BLOCK, block_mask_from_slices
+
+RECOMPILE_LIMIT = 4096
+
+
+def compile_wanted(device: torch.device) -> bool:
+    forced = os.environ.get("LONGCA_FLEX_COMPILE", "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    return device.type == "cuda"
+
+
+def raise_recompile_limits(limit: int = RECOMPILE_LIMIT) -> None:
+    """Lift dynamo's per-function recompile limits, which a sweep of many masks and sizes exceeds.
+
+    Also turns off donated buffers in compiled backward graphs: longca times backward by calling
+    `autograd.grad(..., retain_graph=True)` repeatedly on one forward graph, which a backward
+    compiled with donated buffers refuses (seen with BACKEND=FLASH on the H200, torch 2.11).
+    """
+    import torch._dynamo.config as dynamo_config
+    import torch._functorch.config as functorch_config
+
+    functorch_config.donated_buffer = False
+
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
+        if isinstance(getattr(dynamo_config, name, None), int) and getattr(dynamo_config, name) < limit:
+            setattr(dynamo_config, name, limit)
+
+
+class FlexKernel:
+    """prepare / run / lse primitives of flex_attention with fixed `kernel_options`."""
+
+    def __init__(self, kernel_options: Optional[dict[str, Any]] = None):
+        self.kernel_options = dict(kernel_options or {})
+        self._compiled: dict[str, Any] = {}
+
+    def fn(self, device: torch.device):
+        """flex_attention (with this kernel's options), compiled once per process where wanted."""
+        from torch.nn.attention.flex_attention import flex_attention
+
+        eager = functools.partial(flex_attention, kernel_options=self.kernel_options) if self.kernel_options \
+            else flex_attention
+        if not compile_wanted(device):
+            return eager
+        if "fn" not in self._compiled:
+            raise_recompile_limits()
+            self._compiled["fn"] = torch.compile(eager, dynamic=False)
+        return self._compiled["fn"]
+
+    def call(self, q, k, v, block_mask, scale=None, lse: bool = False):
+        """flex_attention on (B, S, H, D) tensors; returns out (and lse (B, H, S) if asked)."""
+        fn = self.fn(q.device)
+        args = (q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+        kwargs = {"block_mask": block_mask, "scale": scale, "enable_gqa": q.shape[2] != k.shape[2]}
+        if not lse:
+            return fn(*args, **kwargs).transpose(1, 2)
+        try:
+            from torch.nn.attention.flex_attention import AuxRequest
+
+            out, aux = fn(*args, **kwargs, return_aux=AuxRequest(lse=True))
+            return out.transpose(1, 2), aux.lse
+        except ImportError:  # torch < 2.9
+            out, lse_ = fn(*args, **kwargs, return_lse=True)
+            return out.transpose(1, 2), lse_
+
+    def prepare(self, problem, mask, q, k, v):
+        """The BlockMask: natural mask_mod + create_block_mask, or the generic form from slices."""
+        return block_mask_for(mask, q.device)
+
+    def run(self, block_mask, q, k, v):
+        return self.call(q, k, v, block_mask)
+
+    def forward_lse(self, q, k, v, slices, softmax_scale: Optional[float] = None):
+        bm = block_mask_from_slices(slices, q.shape[1], k.shape[1], q.device)
+        with torch.no_grad():
+            out, lse = self.call(q, k, v, bm, softmax_scale, lse=True)
+        return out, lse.float()
+
+    def backward_lse(self, dout, q, k, v, out, lse, slices, softmax_scale: Optional[float] = None):
+        """Gradients of the part of a split softmax that `slices` covers, given the merged out and lse.
+
+        Recomputes the local (out_l, lse_l) under autograd and back-propagates dout * c into out_l
+        and c * (rowsum(dout * out_l) - rowsum(dout * out)) into lse_l, with c = exp(lse_l - lse):
+        exactly the gradient a kernel with an explicit-lse backward would give.
+        """
+        bm = block_mask_from_slices(slices, q.shape[1], k.shape[1], q.device)
+        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+        with torch.enable_grad():
+            out_l, lse_l = self.call(*leaves, bm, softmax_scale, lse=True)
+            c = torch.exp(lse_l.float() - lse.float()).nan_to_num(0.0)  # (B, H, S)
+            c_rows = c.transpose(1, 2).unsqueeze(-1)  # (B, S, H, 1)
+            d_local = (dout.float() * out_l.float()).sum(-1).transpose(1, 2)
+            d_global = (dout.float() * out.float()).sum(-1).transpose(1, 2)
+            dlse = c * (d_local - d_global)
+            grads = torch.autograd.grad((out_l, lse_l), leaves,
+                                        ((dout.float() * c_rows).to(out_l.dtype), dlse.to(lse_l.dtype)),
+                                        allow_unused=True)
+        return tuple(torch.zeros_like(x) if g is None else g for g, x in zip(grads, (q, k, v)))
+
+
+def supports_mask(problem, mask) -> Optional[str]:
+    """A mask with no natural mask_mod falls back to FlashMask bounds: at most two masked row intervals per key."""
+    if mask.slices is not None and natural_mask_mod(mask, "cpu") is not None:
+        return None
+    try:
+        mask.flashmask_bounds()
+    except ValueError as exc:
+        return (f"mask {mask.name!r} registers no FlexAttention mask_mod, the generic one is built from FlashMask "
+                f"bounds, and {exc}")
+    return None
+
+
+def block_mask_for(mask, device):
+    """A user's BlockMask for one draw: `create_block_mask` over the mask's natural mask_mod."""
+    mask_mod = natural_mask_mod(mask, device) if mask.slices is not None else None
+    if mask_mod is None:
+        return block_mask_from_slices(mask.slices, mask.seqlen, mask.seqlen, device)
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    device = torch.device(device)
+    if compile_wanted(device):
+        raise_recompile_limits()
+    return create_block_mask(mask_mod, None, None, mask.seqlen, mask.seqlen, device=device, BLOCK_SIZE=BLOCK,
+                             _compile=compile_wanted(device))
