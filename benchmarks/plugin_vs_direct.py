@@ -37,7 +37,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 
-from longca.bench import unsupported_reason
+from longca.measure import unsupported_reason
 from longca.flops import attention_flops
 from longca.masks.catalog import STATIC_MASKS
 from longca.plugins import get_registry
@@ -184,7 +184,8 @@ def fa2_direct(mask, q, k, v) -> Direct | str:
 
     params = inspect.signature(varlen_attn).parameters
     causal = mask.name == "causal_document"
-    kwargs: dict[str, Any] = {"window_size": (-1, 0 if causal else -1)} if "window_size" in params else {"is_causal": causal}
+    kwargs: dict[str, Any] = ({"window_size": (-1, 0 if causal else -1)} if "window_size" in params
+                              else {"is_causal": causal})
     if gqa and "enable_gqa" not in params:
         return "n/a: this torch's varlen_attn has no GQA"
     if "enable_gqa" in params:

@@ -15,7 +15,7 @@ import multiprocessing as mp
 import os
 import time
 
-from longca.bench import RunOptions, run_problem
+from longca.measure import RunOptions, run_problem
 from longca.sweep import load_spec, problems
 
 
@@ -24,7 +24,7 @@ def _worker(items: list) -> list[str]:
     for problem in items:
         t0 = time.time()
         try:
-            status = run_problem(problem, RunOptions(warmup=0, repeat=1, samples=1))["status"]
+            status = run_problem(problem, RunOptions(warmup=0, repeat=1, samples=1)).status
         except Exception as exc:  # noqa: BLE001 - the sweep reports it
             status = f"{type(exc).__name__}: {str(exc)[:160]}"
         lines.append(f"{problem.kernel} {problem.mask} {problem.seqlen} {problem.direction}: {status} "
@@ -37,7 +37,8 @@ def main() -> None:
     parser.add_argument("spec")
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--kernels", default=None, help="only these kernels (comma-separated)")
-    parser.add_argument("--max-minutes", type=float, default=5.0, help="stop waiting after this; the sweep compiles the rest")
+    parser.add_argument("--max-minutes", type=float, default=5.0,
+                        help="stop waiting after this; the sweep compiles the rest")
     args = parser.parse_args()
     spec = load_spec(args.spec, installed_kernels_only=True)
     wanted = set(args.kernels.split(",")) if args.kernels else None

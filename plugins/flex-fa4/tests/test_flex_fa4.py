@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from longca.bench import RunOptions, run_problem
+from longca.measure import RunOptions, run_problem
 from longca.masks.catalog import STATIC_MASKS
 from longca.plugins import get_registry
 from longca.problem import Problem
@@ -24,8 +24,8 @@ def test_without_a_gpu_the_row_is_unsupported_with_the_reason():
     problem = Problem(kernel="flex-fa4", mask="causal", seqlen=256, heads_q=2, heads_kv=2, head_dim=64,
                       dtype="bfloat16", device="cpu")
     row = run_problem(problem, RunOptions(warmup=0, repeat=1))
-    assert row["status"] == "unsupported"
-    assert "cuda" in row["reason"].lower()
+    assert row.status == "unsupported"
+    assert "cuda" in (row.reason or "").lower()
     assert hooks.available() is not None and "GPU" in hooks.available()
 
 
