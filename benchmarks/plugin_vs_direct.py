@@ -447,8 +447,14 @@ def main() -> None:
     parser.add_argument("--against", default=None, help="for flex rows: also time this kernel plugin (e.g. flashmask)")
     parser.add_argument("--prewarm", type=int, default=0, help="compile every case first in this many processes")
     parser.add_argument("--prewarm-minutes", type=float, default=3.0, help="stop waiting for the prewarm after this")
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", help="folder for rows.jsonl and table.md")
+    parser.add_argument("--table", nargs="+", metavar="ROWS", help="only print the table of these rows.jsonl files")
     args = parser.parse_args()
+    if args.table:
+        print(table([json.loads(line) for path in args.table for line in open(path) if line.strip()]))
+        return
+    if not args.out:
+        parser.error("--out is required")
     import torch._functorch.config as functorch_config
 
     functorch_config.donated_buffer = False  # backward is timed repeatedly on one graph (retain_graph)

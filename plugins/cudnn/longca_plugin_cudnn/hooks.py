@@ -29,6 +29,10 @@ from . import frontend
 
 WINDOW_MASKS = ("sliding_window", "sliding_window_causal", "global_sliding_window")
 BACKWARD_MASKS = ("full", "causal")
+# on every row of the torch path (its `backend`), so a slow document row says why
+REBUILD_NOTE = ("document and multi-call masks go through aten._cudnn_attention_forward, which rebuilds its cuDNN "
+                "graph on every call (pytorch/pytorch#191576): those rows time a graph build per call; install "
+                "nvidia-cudnn-frontend for the frontend path, which builds each graph once")
 BACKWARD_REASON = ("cuDNN backward runs only through SDPA (full, causal): torch's explicit-lse cuDNN backward ops "
                    "(aten._cudnn_attention_backward with cu_seqlens, _scaled_dot_product_cudnn_attention_backward "
                    "with an external lse) gave wrong gradients on torch 2.11 / cuDNN 9.19 (H200, 2026-11-29)")
@@ -146,7 +150,8 @@ def torch_backend() -> str:
     import torch
 
     version = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    return f"cuDNN {version} via torch {torch.__version__} (SDPA cuDNN backend / aten cuDNN attention ops)"
+    return (f"cuDNN {version} via torch {torch.__version__} (SDPA cuDNN backend / aten cuDNN attention ops; "
+            f"{REBUILD_NOTE})")
 
 
 def backend() -> str:
