@@ -46,15 +46,22 @@ def own_rows(lines: list[str]) -> dict:
               "Each row re-simulated with its own mask draws, options and direction (h200-sxm preset). The "
               "per-call overhead of a CP step is fitted, for each row, on the other two-GPU rows only (leave "
               "one out); the inner kernel comes from the dense-sweep fit (other rows, other mask draws).", "",
-              "| W | strategy | mask | dir | measured ms | simulated ms | error |", "|---|---|---|---|---|---|---|"]
-    errors = []
+              "Peak memory: the modelled figure (inputs, the strategy's buffers and accumulators, no kernel "
+              "workspace) next to the measured one.", "",
+              "| W | strategy | mask | dir | measured ms | simulated ms | error | peak GB measured | modelled |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    errors, memory = [], []
     for row in rows:
         if row.get("status") != "ok" or row.get("direction") not in ("fwd", "bwd"):
             continue
+        mem = "- | -"
         if row.get("strategy"):
             overhead = fit_call_overhead(misses, leave_out=next((r for r, _ in misses if r is row), None))
             sim = simulate_row(row, Pricing(pricing.fwd, pricing.bwd, pricing.topology, False, overhead))
             got = sim["ms_median"]
+            if row.get("peak_mem_bytes") and sim["peak_mem_bytes"]:
+                memory.append(pct(sim["peak_mem_bytes"], row["peak_mem_bytes"]))
+                mem = f"{row['peak_mem_bytes'] / 1e9:.2f} | {sim['peak_mem_bytes'] / 1e9:.2f}"
         else:  # the inner kernel alone: one call over the whole mask, each of the row's draws
             fits, _ = load_fits()
             fit = fits[row["kernel"]][row["direction"]]
@@ -66,7 +73,8 @@ def own_rows(lines: list[str]) -> dict:
         err = pct(got, row["ms_median"])
         errors.append((row, err))
         lines.append(f"| {row.get('world_size') or 1} | {row.get('strategy') or row['kernel'] + ' alone'} | "
-                     f"{row['mask']} | {row['direction']} | {row['ms_median']:.3f} | {got:.3f} | {err:+.1f} % |")
+                     f"{row['mask']} | {row['direction']} | {row['ms_median']:.3f} | {got:.3f} | {err:+.1f} % "
+                     f"| {mem} |")
     cp = [abs(e) for r, e in errors if r.get("strategy")]
     alone = [abs(e) for r, e in errors if not r.get("strategy")]
     w2 = [abs(e) for r, e in errors if (r.get("world_size") or 1) == 2]
@@ -74,11 +82,14 @@ def own_rows(lines: list[str]) -> dict:
     summary = {"rows": len(errors), "cp_rows": len(cp), "max_abs_err_pct": max(abs(e) for _, e in errors),
                "median_abs_err_pct": float(np.median([abs(e) for _, e in errors])),
                "within_10_pct": sum(abs(e) <= 10 for _, e in errors), "w1_max": max(w1), "w2_max": max(w2),
-               "w2_median": float(np.median(w2)), "alone_max": max(alone)}
+               "w2_median": float(np.median(w2)), "alone_max": max(alone),
+               "memory_median_err_pct": float(np.median(memory)), "memory_range_pct": [min(memory), max(memory)]}
     lines += ["", f"**{summary['within_10_pct']} of {summary['rows']} rows within 10 %**; |error| median "
               f"{summary['median_abs_err_pct']:.1f} %, max {summary['max_abs_err_pct']:.1f} % (world size 1: max "
               f"{summary['w1_max']:.1f} %; world size 2: median {summary['w2_median']:.1f} %, max "
-              f"{summary['w2_max']:.1f} %; kernel alone: max {summary['alone_max']:.1f} %).", ""]
+              f"{summary['w2_max']:.1f} %; kernel alone: max {summary['alone_max']:.1f} %). Peak memory, "
+              f"modelled over measured: median {summary['memory_median_err_pct']:+.0f} %, from "
+              f"{summary['memory_range_pct'][0]:+.0f} % to {summary['memory_range_pct'][1]:+.0f} %.", ""]
     return summary
 
 
