@@ -96,6 +96,17 @@ class Mask:
             self.cache["flashmask_bounds"] = sl.flashmask_bounds(self.slices, self.seqlen, self.seqlen)
         return self.cache["flashmask_bounds"]
 
+    def flashmask_problem(self) -> Optional[str]:
+        """Why this mask has no FlashMask bounds (block-sparse, or a key column with more than two
+        masked row intervals), or None: the `supports_mask` of kernels built on the bounds."""
+        if self.slices is None:
+            return f"mask {self.name!r} is block-sparse: it has no FlashMask bounds"
+        try:
+            self.flashmask_bounds()
+        except ValueError as exc:
+            return f"mask {self.name!r} has no FlashMask bounds: {exc}"
+        return None
+
     def cu_seqlens(self) -> Optional[np.ndarray]:
         """Cumulative document boundaries [0, ..., S] for document masks, else None."""
         lens = self.params.get("doc_lens")

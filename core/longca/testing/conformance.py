@@ -185,6 +185,28 @@ def check_registered_kind(kind: str, name: str, registry: Registry) -> list[dict
     return []
 
 
+def common_spec_problems(spec: Any, call: str, signature: str) -> list[str]:
+    """What every registered spec needs: a description, its callable `call`, params as name -> meaning."""
+    problems = []
+    if not str(getattr(spec, "description", "")).strip():
+        problems.append("description is empty")
+    if not callable(getattr(spec, call, None)):
+        problems.append(f"{call} must be callable: {signature}")
+    params = getattr(spec, "params", {})
+    if not isinstance(params, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in params.items()):
+        problems.append("params must map each parameter name to what it means (str -> str)")
+    return problems
+
+
+def kind_cases(kind: str, name: str, registry: Registry,
+               checks: list[tuple[str, Callable[[str, Registry], list[dict]]]]) -> list[Case]:
+    """`registered`, then each `(label, check(name, registry))` once the name is registered."""
+    cases = [Case("registered", name, lambda r: check_registered_kind(kind, name, r))]
+    if name not in registry.entries[kind]:
+        return cases
+    return cases + [Case(label, name, lambda r, f=f: f(name, r)) for label, f in checks]
+
+
 KIND_LABEL = {"kernels": "kernel", "masks": "mask", "samplers": "sampler", "strategies": "CP strategy"}
 
 

@@ -19,7 +19,7 @@ from ..masks.mask import Mask
 from ..plugins import Registry, get_registry
 from ..specs import MASK_KINDS, MaskSpec
 from .builders import build_mask
-from .conformance import Case, Report, check_registered_kind, registered_spec, run_cases
+from .conformance import Case, Report, common_spec_problems, kind_cases, registered_spec, run_cases
 
 LENGTHS = (256, 999, 2048)  # rounded up to the mask's seqlen_multiple
 SEEDS = (0, 1, 2)
@@ -49,13 +49,7 @@ def check_spec(name: str, registry: Registry) -> list[dict]:
     else:
         if spec.kind not in MASK_KINDS:
             problems.append(f"kind {spec.kind!r} is not one of {', '.join(MASK_KINDS)}")
-        if not str(spec.description).strip():
-            problems.append("description is empty")
-        if not callable(spec.build):
-            problems.append("build must be callable: build(ctx) -> Mask")
-        if not isinstance(spec.params, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                         for k, v in spec.params.items()):
-            problems.append("params must map each parameter name to what it means (str -> str)")
+        problems += common_spec_problems(spec, "build", "build(ctx) -> Mask")
         if not isinstance(spec.seqlen_multiple, int) or spec.seqlen_multiple < 1:
             problems.append(f"seqlen_multiple {spec.seqlen_multiple!r} must be a positive int")
     if problems:
@@ -175,13 +169,9 @@ def _flashmask_claims(name: str, registry: Registry) -> bool:
 
 
 def mask_conformance_cases(name: str, registry: Optional[Registry] = None) -> list[Case]:
-    registry = registry or get_registry()
-    cases = [Case("registered", name, lambda r: check_registered_kind("masks", name, r))]
-    if name not in registry.entries["masks"]:
-        return cases
-    return cases + [Case(label, name, lambda r, f=f: f(name, r)) for label, f in (
+    return kind_cases("masks", name, registry or get_registry(), [
         ("spec", check_spec), ("build", check_builds), ("deterministic", check_deterministic),
-        ("area", check_area), ("forms", check_forms))]
+        ("area", check_area), ("forms", check_forms)])
 
 
 def check_mask(name: str, registry: Optional[Registry] = None) -> Report:

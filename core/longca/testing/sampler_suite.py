@@ -17,7 +17,7 @@ from ..errors import LongcaError
 from ..plugins import Registry, get_registry
 from ..problem import lengths_problem
 from ..specs import SamplerSpec
-from .conformance import Case, Report, check_registered_kind, registered_spec, run_cases
+from .conformance import Case, Report, common_spec_problems, kind_cases, registered_spec, run_cases
 
 TOTALS = (1, 2, 7, 1000, 4096, 65537, 512 * 1024)
 SEEDS = (0, 1, 2)
@@ -33,14 +33,7 @@ def _draw(spec: SamplerSpec, total: int, seed: int) -> np.ndarray:
 
 def check_spec(name: str, registry: Registry) -> list[dict]:
     spec = registered_spec(registry, "samplers", name)
-    problems = []
-    if not str(spec.description).strip():
-        problems.append("description is empty")
-    if not callable(spec.sample):
-        problems.append("sample must be callable: sample(total, rng, **params) -> lengths")
-    if not isinstance(spec.params, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                     for k, v in spec.params.items()):
-        problems.append("params must map each parameter name to what it means (str -> str)")
+    problems = common_spec_problems(spec, "sample", "sample(total, rng, **params) -> lengths")
     if problems:
         raise AssertionError(f"sampler {name}: malformed SamplerSpec:\n  " + "\n  ".join(problems))
     return []
@@ -89,12 +82,8 @@ def check_params(name: str, registry: Registry) -> list[dict]:
 
 
 def sampler_conformance_cases(name: str, registry: Optional[Registry] = None) -> list[Case]:
-    registry = registry or get_registry()
-    cases = [Case("registered", name, lambda r: check_registered_kind("samplers", name, r))]
-    if name not in registry.entries["samplers"]:
-        return cases
-    return cases + [Case(label, name, lambda r, f=f: f(name, r)) for label, f in (
-        ("spec", check_spec), ("sums", check_sums), ("seeded", check_seeded), ("params", check_params))]
+    return kind_cases("samplers", name, registry or get_registry(), [
+        ("spec", check_spec), ("sums", check_sums), ("seeded", check_seeded), ("params", check_params)])
 
 
 def check_sampler(name: str, registry: Optional[Registry] = None) -> Report:

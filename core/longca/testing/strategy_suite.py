@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from ..plugins import Registry, get_registry
 from ..specs import CPStrategySpec
-from .conformance import Case, ConformanceSkip, Report, check_registered_kind, registered_spec, run_cases
+from .conformance import Case, ConformanceSkip, Report, kind_cases, registered_spec, run_cases
 
 WORLD_SIZES = (2, 4)
 SEQLEN = 512  # or the mask's seqlen_multiple
@@ -203,12 +203,8 @@ def strategy_conformance_cases(name: str, registry: Optional[Registry] = None,
                                plugin_modules: tuple[str, ...] = ()) -> list[Case]:
     registry = registry or get_registry()
     register_modules(registry, plugin_modules)
-    cases = [Case("registered", name, lambda r: check_registered_kind("strategies", name, r))]
-    if name not in registry.entries["strategies"]:
-        return cases
-    cases.append(Case("spec", name, lambda r: check_spec(name, r)))
-    cases += [Case(f"world-{w}", name, lambda r, w=w: check_world(name, w, r, plugin_modules)) for w in world_sizes]
-    return cases
+    worlds = [(f"world-{w}", lambda n, r, w=w: check_world(n, w, r, plugin_modules)) for w in world_sizes]
+    return kind_cases("strategies", name, registry, [("spec", check_spec), *worlds])
 
 
 def check_strategy(name: str, registry: Optional[Registry] = None, world_sizes: tuple[int, ...] = WORLD_SIZES,

@@ -69,11 +69,7 @@ def supports(problem) -> Optional[str]:
 
 def supports_mask(problem, mask) -> Optional[str]:
     """FlashMask takes a mask with at most two masked row intervals per key column (its bounds)."""
-    try:
-        mask.flashmask_bounds()
-    except ValueError as exc:
-        return f"mask {mask.name!r} has no FlashMask bounds: {exc}"
-    return None
+    return mask.flashmask_problem()
 
 
 def prepare(problem, mask, q, k, v):
