@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
 import sys
 import time
@@ -23,6 +24,36 @@ log = logging.getLogger(__name__)
 
 LOCK_FILE = ".longca.lock"
 RESULTS_FILE = "results.jsonl"
+
+
+def safe_name(text: str) -> str:
+    """`text` as one file name: every character but letters, digits and `_.=+-` becomes `_`; never `.`/`..`."""
+    name = re.sub(r"[^A-Za-z0-9_.=+-]", "_", str(text)).lstrip(".")
+    return name[:200] or "_"
+
+
+def confined(folder: Path, name: str) -> Path:
+    """FOLDER/safe_name(name): a path that cannot leave the folder."""
+    path = Path(folder) / safe_name(name)
+    if path.resolve().parent != Path(folder).resolve():
+        raise LongcaError(f"file name {name!r} leaves {folder}")  # unreachable with safe_name; a guard
+    return path
+
+
+IMAGE_FORMATS = ("png", "pdf", "svg", "svgz", "jpg", "jpeg", "tif", "tiff", "webp", "eps", "ps", "gif", "avif")
+
+
+def check_image_path(path: Path, what: str = "--output") -> Path:
+    """A picture file to write: a format matplotlib writes, not a folder, in a folder that can be written."""
+    path = Path(path)
+    if path.is_dir():
+        raise LongcaError(f"{what} {path} is a folder; give a file name such as {path / 'mask.png'}")
+    fmt = path.suffix.lstrip(".").lower()
+    if fmt not in IMAGE_FORMATS:
+        raise LongcaError(f"{what} {path}: cannot write a {fmt or 'extension-less'} picture; "
+                          f"use one of: {', '.join('.' + f for f in IMAGE_FORMATS)}")
+    check_writable_folder(path.parent if str(path.parent) else Path("."), what)
+    return path
 
 
 def check_writable_folder(path: Path, what: str = "--output") -> Path:

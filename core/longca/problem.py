@@ -50,6 +50,8 @@ class Problem:
         for name in ("seqlen", "heads_q", "heads_kv", "head_dim", "batch", "world_size"):
             if int(getattr(self, name)) <= 0:
                 raise LongcaError(f"{name} must be positive, got {getattr(self, name)}")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise LongcaError(f"seed must be a non-negative integer, got {self.seed!r}")
         if self.heads_q % self.heads_kv:
             raise LongcaError(f"heads {self.heads_q}:{self.heads_kv}: query heads must be a multiple of KV heads")
 

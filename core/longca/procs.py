@@ -28,6 +28,27 @@ def context(preload: tuple[str, ...] = PRELOAD) -> Any:
     return multiprocessing.get_context("spawn")
 
 
+def start(process: Any) -> None:
+    """`process.start()` without the caller's main script: the worker's target lives in an
+    importable module, and a script without an `if __name__ == "__main__"` guard would otherwise
+    run again in every worker."""
+    from multiprocessing import spawn
+
+    original = spawn.get_preparation_data
+
+    def without_main(name: str) -> dict:
+        data = original(name)
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+        return data
+
+    spawn.get_preparation_data = without_main
+    try:
+        process.start()
+    finally:
+        spawn.get_preparation_data = original
+
+
 def become_worker(parent_pid: int, environ: Optional[dict[str, str]] = None) -> None:
     """First thing a worker does: die with its parent, lead a process group, take the parent's environment.
 

@@ -38,6 +38,11 @@ def describe(problem: Problem) -> str:
             f"d{problem.head_dim} {problem.dtype} {problem.direction} on {problem.device}")
 
 
+def check_timeout(value: Optional[float]) -> None:
+    if value is not None and not (isinstance(value, (int, float)) and 0 < value < 1e9):
+        raise LongcaError(f"timeout must be a positive number of seconds, got {value!r}")
+
+
 def default_timeout(problem: Problem, options: RunOptions) -> float:
     """Seconds a case may take: a fixed allowance plus its calls at a slow kernel's speed.
 
@@ -82,7 +87,7 @@ class Supervisor:
         ctx = procs.context()
         self._conn, child = ctx.Pipe()
         self._process = ctx.Process(target=_serve, args=(child, os.getpid(), dict(os.environ)), daemon=True)
-        self._process.start()
+        procs.start(self._process)
         child.close()
 
     def _stop(self) -> None:
@@ -93,6 +98,7 @@ class Supervisor:
         self._process = self._conn = None
 
     def run(self, problem: Problem, options: RunOptions, timeout_s: Optional[float] = None) -> ResultRow:
+        check_timeout(timeout_s)
         deadline_s = timeout_s or default_timeout(problem, options)
         if self._process is None or not self._process.is_alive():
             self._start()
@@ -102,7 +108,9 @@ class Supervisor:
         while True:
             left = deadline_s - (time.monotonic() - started)
             try:
-                ready = left > 0 and self._conn.poll(left)
+                ready = left > 0 and self._conn.poll(min(left, 600.0))
+                if not ready and left > 600.0:
+                    continue
                 message = self._conn.recv() if ready else None
             except (EOFError, OSError):
                 return self._crashed(problem, phase)

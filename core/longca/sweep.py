@@ -135,9 +135,15 @@ def load_spec(path: Union[str, Path], registry: Optional[Registry] = None,
     """
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise LongcaError(f"spec file {path} does not exist") from None
+    except IsADirectoryError:
+        raise LongcaError(f"spec {path} is a folder; give the TOML file") from None
+    except UnicodeDecodeError as exc:
+        raise LongcaError(f"{path}: not UTF-8 text (byte {exc.start}); is it a TOML spec?") from None
+    except OSError as exc:
+        raise LongcaError(f"cannot read spec {path}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise LongcaError(f"{path}: not valid TOML: {exc}") from None
     try:

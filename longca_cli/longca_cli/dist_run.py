@@ -101,7 +101,7 @@ def dist_run(
     from .main import default_device, parse_params
 
     torchrun = under_torchrun()
-    world = int(os.environ["WORLD_SIZE"]) if torchrun else (nproc or 1)
+    world = int(os.environ["WORLD_SIZE"]) if torchrun else (1 if nproc is None else nproc)
     if torchrun and nproc not in (None, world):
         raise LongcaError(f"--nproc {nproc} under torchrun, whose WORLD_SIZE is {world}; leave --nproc out")
     if world < 1:

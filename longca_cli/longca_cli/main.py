@@ -282,13 +282,16 @@ def report(
                                                     "sortable, filterable rows and plots"),
 ) -> None:
     """A self-describing report: runs, protocol, TFLOP/s tables, CSV, PNG plots (a panel per mask)."""
+    from longca.outdir import check_writable_folder
+
     from .report import write_report
 
     paths = [r / "results.jsonl" if r.is_dir() else r for r in results]
     for path in paths:
-        if not path.exists():
-            raise LongcaError(f"no results at {path}")
-    written = write_report(paths, output or paths[0].parent, plots=plots, memory=memory, html=html)
+        if not path.is_file():
+            raise LongcaError(f"no results at {path}" + (" (a folder)" if path.is_dir() else ""))
+    folder = check_writable_folder(output or paths[0].parent)  # checked before anything is read
+    written = write_report(paths, folder, plots=plots, memory=memory, html=html)
     for line in written["unreadable"]:
         typer.echo(f"warning: {line}; left out of the report", err=True)
     typer.echo(written["markdown"])
@@ -308,8 +311,11 @@ def show_mask(
 ) -> None:
     """Draw a mask as a PNG, or print its slices and every drawn parameter as JSON."""
     _check_format(fmt, ("png", "json"))
+    from longca.outdir import check_image_path
     from longca.problem import Problem, build_mask
     from longca.sizes import parse_heads, parse_size
+
+    path = check_image_path(output or Path(f"{name}.png")) if fmt == "png" else None  # before building
 
     hq, hkv = parse_heads(heads)
     problem = Problem(kernel="reference", mask=name, seqlen=parse_size(seqlen), heads_q=hq, heads_kv=hkv,
@@ -320,7 +326,6 @@ def show_mask(
         return
     from .maskviz import draw_mask
 
-    path = output or Path(f"{name}.png")
     draw_mask(built, path)
     typer.echo(str(path))
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from longca.errors import LongcaError
+from longca.outdir import check_writable_folder
 
 TEMPLATE_NAME = "mykernel"
 TEMPLATE_ENV = "LONGCA_PLUGIN_TEMPLATE"
@@ -64,7 +65,8 @@ def create_plugin(name: str, output: Optional[Path] = None, template: Optional[P
     source = find_template(template)
     mapping = names(name)
     target = Path(output) if output else Path.cwd() / mapping[f"longca-plugin-{TEMPLATE_NAME}"]
-    if target.exists() and any(target.iterdir()):
+    check_writable_folder(target)
+    if any(target.iterdir()):
         raise LongcaError(f"{target} exists and is not empty; pass --output to a new folder")
     for path in sorted(source.rglob("*")):
         rel = path.relative_to(source)

@@ -16,7 +16,7 @@ from ..errors import LongcaError
 from ..measure import RunOptions
 from ..problem import Problem
 from ..results import ResultRow, as_row, new_row
-from ..supervisor import default_timeout
+from ..supervisor import check_timeout, default_timeout
 from .group import RankGroup
 from .launch import init_group, under_torchrun
 from .measure import measure_in_group, resolve, unsupported
@@ -40,6 +40,7 @@ def measure_cases(problems: list[Problem], run: RunOptions, backend: str, collec
 
     All problems share one world size and device. `case_timeout_s` bounds each case (default:
     scaled with its FLOPs); `on_row` hears each row as soon as it is measured."""
+    check_timeout(case_timeout_s)
     if not problems:
         return []
     world, device = problems[0].world_size, problems[0].device

@@ -98,7 +98,7 @@ class RankGroup:
             process = ctx.Process(target=_rank_main, daemon=True, args=(
                 rank, self.world, os.path.join(self._tmp, "store"), self.backend, self.device, child, os.getpid(),
                 dict(os.environ), threads, self.collective_timeout_s))
-            process.start()
+            procs.start(process)
             child.close()
             self._ranks.append(process)
             self._conns.append(parent)
@@ -135,7 +135,7 @@ class RankGroup:
             if now >= deadline:
                 break
             waiting = {self._conns[r]: r for r in range(self.world) if r not in done and r not in failures}
-            for conn in wait(list(waiting), timeout=deadline - now):
+            for conn in wait(list(waiting), timeout=min(deadline - now, 600.0)):
                 rank = waiting[conn]
                 try:
                     kind, payload = conn.recv()
