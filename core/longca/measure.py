@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from . import reference
+from . import memory, reference
 from .errors import LongcaError, UnsupportedError
 from .flops import attention_flops
 from .plugins import Registry, get_registry
@@ -274,6 +274,17 @@ def unsupported_reason(spec: KernelSpec, problem: Problem, registry: Optional[Re
     return spec.supports(problem) if spec.supports else None
 
 
+def fits(spec: KernelSpec, problem: Problem, options: RunOptions) -> Optional[str]:
+    """Why the case cannot fit in memory (from the kernel's memory model, plus the check), or None."""
+    try:
+        needs = (spec.memory or memory.linear)(problem)
+    except Exception:  # noqa: BLE001 - a broken memory model falls back to the linear one
+        needs = memory.linear(problem)
+    if options.check:
+        needs += memory.check_bytes(problem)
+    return memory.too_big(problem, int(needs))
+
+
 def _grads(out: torch.Tensor, inputs, dout: torch.Tensor):
     return torch.autograd.grad(out, inputs, dout, retain_graph=True)
 
@@ -388,6 +399,11 @@ def run_problem(problem: Problem, options: Optional[RunOptions] = None,
         row.backend = spec.backend() or spec.name
     except Exception:  # noqa: BLE001 - a backend label must not stop a run
         row.backend = spec.name
+    phase("memory check")
+    too_big = fits(spec, problem, options)
+    if too_big:
+        row.status, row.reason, row.phase = "oom", too_big, "memory check"
+        return row
     samples = []
     for sample in range(n_samples(problem, options, registry)):
         mask = mask_of(problem, sample, registry)

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from .autograd import lse_attention
+from .flops import reference_refusal
 from .hookspecs import hookimpl
 from .masks import slices as sl
 from .masks.mask import Mask
@@ -140,6 +141,12 @@ def _run(mask: Mask, q, k, v) -> torch.Tensor:
     return attention(q, k, v, mask)
 
 
+def _supports(problem) -> Optional[str]:
+    """Refuses sizes it cannot finish in reasonable time (full S x S area, the upper bound)."""
+    return reference_refusal(float(problem.seqlen) ** 2, problem.heads_q, problem.head_dim, problem.batch,
+                             problem.direction, problem.device)
+
+
 REFERENCE = KernelSpec(
     name="reference",
     family="dense",
@@ -150,6 +157,7 @@ REFERENCE = KernelSpec(
     forward_lse=forward_lse,
     backward_lse=backward_lse,
     backend=lambda: "longca.reference",
+    supports=_supports,
 )
 
 

@@ -49,8 +49,8 @@ class ResultRow(BaseModel):
     heads_q: int
     heads_kv: int
     head_dim: int
-    dtype: str
-    direction: str
+    dtype: Literal["bfloat16", "float16", "float32"]
+    direction: Literal["fwd", "bwd", "fwdbwd"]
     device: str = "cpu"
     strategy_options: Optional[dict[str, Any]] = None
     case_id: Optional[str] = None

@@ -90,6 +90,8 @@ class KernelSpec:
     forward_lse: Optional[ForwardFn] = None
     backward_lse: Optional[BackwardFn] = None
     backend: Callable[[], str] = lambda: ""  # which implementation runs, recorded in results
+    # bytes a problem needs (longca.memory.linear / quadratic); None: the O(S) flash-family model
+    memory: Optional[Callable[["Problem"], int]] = None
     url: str = ""
 
 

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from . import procs
 from .errors import LongcaError
-from .flops import attention_flops
+from .flops import SLOW_RATE, attention_flops
 from .measure import RunOptions
 from .problem import Problem
 from .results import ResultRow, new_row
@@ -25,7 +25,7 @@ from .results import ResultRow, new_row
 log = logging.getLogger(__name__)
 
 BASE_TIMEOUT_S = 120.0  # start-up, JIT compilation, autotuning
-RATE = {"cuda": 20e12, "cpu": 2e9}  # FLOP/s a slow kernel manages: the deadline's scale, not a target
+RATE = SLOW_RATE
 
 
 class WorkerCrashed(LongcaError):

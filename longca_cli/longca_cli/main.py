@@ -51,7 +51,7 @@ def _registry():
 
 @app.callback()
 def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="log diagnostics to stderr")) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr)
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr, force=True)
 
 
 @app.command()

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import LongcaError
 from ..hookspecs import hookimpl
+from ..memory import host_available
 from ..specs import MaskSpec
 from . import slices as sl
 from .mask import BlockSparseLayout, Mask, MaskContext
@@ -154,6 +155,11 @@ def _block_sparse(ctx: MaskContext, name: str, variable: bool) -> Mask:
     nb = len(sizes)
     groups = ctx.heads_q if ctx.heads_q == ctx.heads_kv else ctx.heads_kv
     kept = max(1, round(density * nb))
+    needs, free = groups * nb * nb + 4 * nb * nb, host_available()
+    if free is not None and needs > free:  # checked before allocating
+        raise LongcaError(f"mask {name} at S={s} with block {block}: its block layout ({groups} x {nb} x {nb}) "
+                          f"needs {needs / 2**30:.1f} GiB, the host has {free / 2**30:.1f} GiB free; "
+                          f"use a larger block")
     keep = np.zeros((groups, nb, nb), dtype=bool)
     for g in range(groups):
         top = ctx.rng.random((nb, nb), dtype=np.float32).argpartition(nb - kept, axis=1)[:, nb - kept:]

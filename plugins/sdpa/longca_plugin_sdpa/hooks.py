@@ -7,6 +7,7 @@ memory-efficient or math backend. GQA through `enable_gqa`.
 from __future__ import annotations
 
 from longca import hookimpl
+from longca.memory import linear, quadratic
 from longca.specs import ANY_BLOCK_SPARSE, ANY_STATIC, KernelSpec
 
 
@@ -34,6 +35,15 @@ def run(prepared, q, k, v):
     return out.transpose(1, 2)
 
 
+def memory(problem):
+    """O(S) for causal and full (is_causal, no mask); else an S x S boolean mask per head, and on the CPU
+    (math backend) the float32 scores and probabilities too."""
+    if problem.mask in ("causal", "full"):
+        return linear(problem)
+    masks = problem.batch * problem.heads_q * problem.seqlen ** 2
+    return (quadratic(problem) if problem.device_type == "cpu" else linear(problem)) + masks
+
+
 def available():
     import torch
 
@@ -53,4 +63,5 @@ def longca_kernels():
         run=run,
         available=available,
         backend=lambda: "torch.nn.functional.scaled_dot_product_attention",
+        memory=memory,
     )]

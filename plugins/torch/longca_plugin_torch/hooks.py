@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from longca import hookimpl
+from longca.memory import quadratic
 from longca.specs import ANY_BLOCK_SPARSE, ANY_STATIC, KernelSpec
 
 
@@ -44,6 +45,7 @@ def longca_kernels():
         prepare=prepare,
         run=run,
         backend=lambda: "torch.matmul",
+        memory=quadratic,  # scores, mask and probabilities: S x S per head
     )]
 
 
