@@ -6,12 +6,19 @@ import subprocess
 import sys
 
 import pytest
+from typer.testing import CliRunner
 
 from longca.cp.costmodel import load_fits, pair_table, table_features
 from longca.cp.schedule import CommOp
 from longca.cp.simulate import Grid, default_pricing, resolve_for, simulate, simulate_grid
 from longca.cp.topology import preset
 from longca.problem import Problem, build_mask
+from longca_cli.main import app
+
+
+class _Done:
+    def __init__(self, result):
+        self.returncode, self.stdout, self.stderr = result.exit_code, result.stdout, result.stderr
 
 
 def _problem(strategy, world, mask="causal", per_rank=8192, direction="fwd"):
@@ -61,8 +68,7 @@ def test_fit_file_has_every_inner_kernel_with_rows():
 def test_simulate_cli(tmp_path):
     calib = tmp_path / "calib.json"
     calib.write_text(json.dumps({"machine": "test", "intra": {"p2p": {"bandwidth_gbs": 1.0, "latency_us": 5}}}))
-    run = lambda *a: subprocess.run([sys.executable, "-m", "longca_cli.main", "simulate", *a],  # noqa: E731
-                                    capture_output=True, text=True)
+    run = lambda *a: _Done(CliRunner().invoke(app, ["simulate", *a]))  # noqa: E731
     out = run("--world-sizes", "8,16", "--mask", "causal", "--seqlen-per-rank", "4k", "--heads", "64:8")
     assert out.returncode == 0, out.stderr
     for name in ("ulysses", "ring-p2p", "ring-allgather", "usp", "loongtrain"):
@@ -76,9 +82,9 @@ def test_simulate_cli(tmp_path):
 
 
 def test_recommend_ranks_marks_ties_and_refusals():
-    out = subprocess.run([sys.executable, "-m", "longca_cli.main", "recommend", "--mask", "causal_document",
-                          "--seqlen", "64k", "--gpus", "16", "--gpus-per-node", "8", "--heads", "64:8",
-                          "--samples", "1", "--format", "json"], capture_output=True, text=True)
+    out = _Done(CliRunner().invoke(app, ["recommend", "--mask", "causal_document", "--seqlen", "64k", "--gpus", "16",
+                                         "--gpus-per-node", "8", "--heads", "64:8", "--samples", "1",
+                                         "--format", "json"]))
     assert out.returncode == 0, out.stderr
     lines = json.loads(out.stdout)
     ok = [ln for ln in lines if ln["status"] == "ok"]
