@@ -247,3 +247,14 @@ def test_a_plugin_that_hangs_or_exits_at_import_is_unavailable_and_the_others_lo
     listed = subprocess.run([sys.executable, "-m", "longca_cli.main", "list-kernels", "-f", "json"], env=env,
                             capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0 and "fault-raise-run" in listed.stdout and '"sdpa"' in listed.stdout
+
+
+def test_dist_run_with_a_raising_strategy_names_the_rank_and_keeps_the_good_row(tmp_path, fault_plugins):
+    result = CliRunner().invoke(app, [
+        "dist-run", "--strategy", "fault-cp-raise,ring-p2p", "--nproc", "2", "--seqlen", "128", "--heads", "2:2",
+        "--head-dim", "16", "--dtype", "float32", "--device", "cpu", "--warmup", "0", "--repeat", "1",
+        "--timeout", "20", "--output", str(tmp_path / "out"), "-f", "json"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    rows = {r["strategy"]: r for r in map(json.loads, (tmp_path / "out" / "results.jsonl").read_text().splitlines())}
+    assert rows["ring-p2p"]["status"] == "ok"
+    assert (rows["fault-cp-raise"]["status"], rows["fault-cp-raise"]["failed_rank"]) == ("error", 1)
