@@ -117,8 +117,9 @@ def _measured(rows: Iterable[dict[str, Any]], problem: Problem, options: dict[st
 def kernel_refusal(name: str, setting: Setting, priced: bool, registry: Registry) -> Optional[str]:
     """Why an inner kernel cannot serve this setting, from what it declares (its library is not loaded here)."""
     spec = registry.kernel(name)
-    if spec.forward_lse is None or spec.backward_lse is None:
-        return f"kernel {name} has no forward_lse/backward_lse, so it cannot be an inner kernel"
+    missing = [n for n in ("forward_lse", "backward_lse") if getattr(spec, n) is None]
+    if missing:
+        return f"kernel {name} has no {' or '.join(missing)}, so it cannot be an inner kernel"
     if setting.dtype not in spec.dtypes:
         return f"kernel {name} does not run {setting.dtype} (it takes {', '.join(spec.dtypes)})"
     if spec.head_dims is not None and setting.head_dim not in spec.head_dims:
