@@ -140,13 +140,18 @@ BUILDERS: dict[str, Callable[[Mask, Any], MaskMod]] = {
 }
 
 
-def natural_mask_mod(mask: Mask, device, registry=None) -> Optional[MaskMod]:
-    """The mask_mod its MaskSpec registers for this draw, or None (use the generic bounds form)."""
+def mask_mod_builder(name: str, registry=None) -> Optional[Callable[[Mask, Any], MaskMod]]:
+    """The `flex_mask_mod` builder the mask `name` registers, or None."""
     from ..errors import LongcaError
     from ..plugins import get_registry
 
     try:
-        builder = (registry or get_registry()).mask(mask.name).flex_mask_mod
+        return (registry or get_registry()).mask(name).flex_mask_mod
     except LongcaError:  # a name no plugin registers (a crop made for a CP shard) has none
         return None
+
+
+def natural_mask_mod(mask: Mask, device, registry=None) -> Optional[MaskMod]:
+    """The mask_mod its MaskSpec registers for this draw, or None (use the generic bounds form)."""
+    builder = mask_mod_builder(mask.name, registry)
     return builder(mask, device) if builder is not None else None

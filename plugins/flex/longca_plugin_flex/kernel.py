@@ -18,7 +18,7 @@ import os
 from typing import Any, Optional
 
 import torch
-from longca.masks.mask_mods import natural_mask_mod
+from longca.masks.mask_mods import mask_mod_builder, natural_mask_mod
 
 from .blockmask import BLOCK, block_mask_from_slices
 
@@ -122,7 +122,7 @@ class FlexKernel:
 
 def supports_mask(problem, mask) -> Optional[str]:
     """A mask with no natural mask_mod falls back to FlashMask bounds: at most two masked row intervals per key."""
-    if mask.slices is not None and natural_mask_mod(mask, "cpu") is not None:
+    if mask.slices is not None and mask_mod_builder(mask.name) is not None:
         return None
     try:
         mask.flashmask_bounds()
