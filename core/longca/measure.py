@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Literal, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -20,7 +20,7 @@ from .errors import LongcaError, UnsupportedError
 from .flops import attention_flops
 from .plugins import Registry, get_registry
 from .problem import Problem, build_mask, check_mask_params, make_inputs
-from .results import UNAVAILABLE, ResultRow, new_row
+from .results import UNAVAILABLE, Checked, ResultRow, new_row
 from .specs import KernelSpec
 from .timing import host_ms, summarize, time_ms
 
@@ -109,7 +109,7 @@ def failure_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:500]
 
 
-def failure_status(exc: BaseException) -> str:
+def failure_status(exc: BaseException) -> Literal["oom", "error"]:
     return "oom" if is_oom(exc) else "error"
 
 
@@ -144,7 +144,8 @@ def check_grads(grads: Sequence[Any], inputs: Sequence[torch.Tensor]) -> None:
         check_tensor(name, g, x)
 
 
-def finish(row: ResultRow, errors: Optional[dict[str, float]], tolerance: float, checked: str = "full") -> ResultRow:
+def finish(row: ResultRow, errors: Optional[dict[str, float]], tolerance: float,
+           checked: Checked = "full") -> ResultRow:
     """Status ok, or incorrect when the worst relative error (NaN counts as worst) is over tolerance.
 
     `checked` records how the errors were measured: full (output and gradients against the whole
@@ -211,7 +212,7 @@ class Sample:
     errors: Optional[dict[str, float]] = None
     ms_max_rank: Optional[float] = None
     extra: dict[str, Any] = field(default_factory=dict)
-    checked: str = "no"  # how `errors` were measured: full, spot
+    checked: Checked = "no"  # how `errors` were measured: full, spot
 
     @property
     def tflops(self) -> Optional[float]:
@@ -303,7 +304,7 @@ def _check(spec, problem, mask, prepared, q, k, v, dout) -> dict[str, float]:
     return errors
 
 
-def check_mode(problem: Problem, mask, options: RunOptions) -> str:
+def check_mode(problem: Problem, mask, options: RunOptions) -> Checked:
     """How a case is checked: "full", "spot" or "no" (see RunOptions.check)."""
     if options.check is True:
         return "full"
@@ -336,7 +337,7 @@ def _spot_check(spec, problem, mask, prepared, q, k, v) -> dict[str, float]:
 
 
 def _measure_sample(spec: KernelSpec, problem: Problem, mask, sample: int, options: RunOptions,
-                    check: str) -> Sample:
+                    check: Checked) -> Sample:
     device = torch.device(problem.device)
     needs_grad = problem.direction != "fwd"
     phase("inputs")
@@ -354,6 +355,7 @@ def _measure_sample(spec: KernelSpec, problem: Problem, mask, sample: int, optio
         out = spec.run(prepared, q, k, v)
         check_tensor("the output", out, q)
         phase("backward")
+        assert dout is not None  # made above for every direction but fwd
         check_grads(_grads(out, (q, k, v), dout), (q, k, v))
         if problem.direction == "bwd":
             def step():

@@ -113,7 +113,10 @@ class Registry:
     def kernel(self, name: str) -> KernelSpec:
         return self.entry("kernels", name).spec
 
-    def strategy(self, name: str) -> CPStrategySpec:
+    def strategy(self, name: Optional[str]) -> CPStrategySpec:
+        """The CP strategy `name` (a Problem's `strategy`, so None is refused here)."""
+        if name is None:
+            raise LongcaError("no CP strategy given (a problem for one GPU has none)")
         return self.entry("strategies", name).spec
 
     def _add(self, kind: str, spec: Any, plugin: PluginInfo) -> None:
@@ -141,8 +144,9 @@ def validate(kind: str, spec: Any) -> Optional[str]:
     expected = KINDS[kind][1]
     if not isinstance(spec, expected):
         return f"{KINDS[kind][0]} returned a {type(spec).__name__}, expected {expected.__name__}"
-    if not isinstance(spec.name, str) or not NAME_RE.match(spec.name):
-        return (f"invalid {KIND_NAMES[kind]} name {spec.name!r}: use lower-case letters, digits, '_', '-', '.', "
+    name = getattr(spec, "name", None)
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        return (f"invalid {KIND_NAMES[kind]} name {name!r}: use lower-case letters, digits, '_', '-', '.', "
                 f"starting with a letter or digit")
     if isinstance(spec, MaskSpec) and spec.kind not in MASK_KINDS:
         return f"mask {spec.name!r}: kind {spec.kind!r} is not one of {', '.join(MASK_KINDS)}"
@@ -287,8 +291,11 @@ def env_info(registry: Optional[Registry] = None) -> dict[str, Any]:
     """What every plugin's `longca_env_info` hook reports, each in its own try."""
     registry = registry or get_registry()
     info: dict[str, Any] = {}
-    for name, plugin in registry.pm.list_name_plugin():
-        hook = hook_of(registry.pm, plugin, "longca_env_info")
+    pm = registry.pm
+    if pm is None:  # a registry built without discovery has no plugins to ask
+        return info
+    for name, plugin in pm.list_name_plugin():
+        hook = hook_of(pm, plugin, "longca_env_info")
         if hook is not None:
             try:
                 hook(info=info)

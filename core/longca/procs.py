@@ -83,7 +83,7 @@ def _release_fork_server() -> None:
         fd = getattr(forkserver._forkserver, "_forkserver_alive_fd", None)  # noqa: SLF001 - no public way
         if fd is not None:
             os.close(fd)
-            forkserver._forkserver._forkserver_alive_fd = None  # noqa: SLF001
+            setattr(forkserver._forkserver, "_forkserver_alive_fd", None)  # noqa: SLF001
     except (ImportError, AttributeError, OSError):
         pass
 

@@ -28,14 +28,14 @@ CHUNK_ELEMENTS = 1 << 25
 
 def mask_rows(source: MaskSource, seqlen_k: int, device: torch.device) -> MaskRows:
     """A row-window reader of the mask, from a Mask or from slices (local coordinates)."""
-    if isinstance(source, Mask) and source.is_block_sparse:
+    if isinstance(source, Mask) and source.layout is not None:
         layout = source.layout
 
         def sparse_rows(r0: int, r1: int):
             return 0, seqlen_k, torch.from_numpy(layout.dense((r0, r1), (0, seqlen_k))).to(device)
 
         return sparse_rows
-    slices = source.slices if isinstance(source, Mask) else sl.as_array(source)
+    slices = source.static_slices() if isinstance(source, Mask) else sl.as_array(source)
 
     def static_rows(r0: int, r1: int):
         part = sl.crop(slices, (r0, r1), (0, seqlen_k))
@@ -130,7 +130,8 @@ def backward_lse(dout, q, k, v, out, lse, source: MaskSource, softmax_scale: Opt
 def attention(q, k, v, source: MaskSource, softmax_scale: Optional[float] = None) -> torch.Tensor:
     """Exact masked attention with autograd; q (B, Sq, Hq, D), k and v (B, Sk, Hkv, D)."""
     return lse_attention(lambda q_, k_, v_: forward_lse(q_, k_, v_, source, softmax_scale),
-                         lambda *grad_args: backward_lse(*grad_args, source, softmax_scale), q, k, v)
+                         lambda dout, q_, k_, v_, out, lse: backward_lse(dout, q_, k_, v_, out, lse, source,
+                                                                         softmax_scale), q, k, v)
 
 
 def _prepare(problem, mask: Mask, q, k, v) -> Mask:

@@ -130,12 +130,12 @@ def new_row(problem: Problem, **outcome: Any) -> ResultRow:
     """A row with the problem's fields filled; `outcome` sets status (default error) and the rest."""
     outcome.setdefault("status", "error")
     outcome.setdefault("strategy_options", dict(problem.strategy_options) if problem.strategy else None)
-    return ResultRow(
+    return ResultRow.model_validate(dict(  # validated: the problem's dtype and direction are plain strings
         kernel=problem.kernel, strategy=problem.strategy, world_size=problem.world_size, mask=problem.mask,
         mask_params=dict(problem.mask_params), sampler=problem.sampler, sampler_params=dict(problem.sampler_params),
         seed=problem.seed, batch=problem.batch, seqlen=problem.seqlen, heads_q=problem.heads_q,
         heads_kv=problem.heads_kv, head_dim=problem.head_dim, dtype=problem.dtype, direction=problem.direction,
-        device=problem.device, case_id=case_id(problem), **outcome)
+        device=problem.device, case_id=case_id(problem), **outcome))
 
 
 def as_row(data: Union[ResultRow, dict[str, Any]]) -> ResultRow:

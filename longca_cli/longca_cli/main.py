@@ -326,6 +326,7 @@ def show_mask(
         return
     from .maskviz import draw_mask
 
+    assert path is not None  # checked above for the png format
     draw_mask(built, path)
     typer.echo(str(path))
 

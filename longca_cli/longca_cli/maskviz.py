@@ -17,7 +17,7 @@ def mask_image(mask: Mask) -> np.ndarray:
     if s <= MAX_PIXELS:
         dense = mask.dense()
         return (dense[0] if dense.ndim == 3 else dense).astype(float)
-    if mask.is_block_sparse:
+    if mask.layout is not None:
         step = -(-s // MAX_PIXELS)
         idx = np.arange(0, s, step)
         return mask.layout.dense((0, s), (0, s))[0][np.ix_(idx, idx)].astype(float) if s <= 16384 else \

@@ -7,6 +7,7 @@ from typing import Any, List, Optional
 import typer
 
 from longca.errors import LongcaError
+from longca.results import ResultRow
 
 from . import render
 
@@ -26,7 +27,7 @@ def _options_text(options: Optional[dict[str, Any]]) -> str:
     return ",".join(f"{k}={v}" for k, v in (options or {}).items() if k != "layout" or v != "zigzag")
 
 
-def display(row: dict[str, Any]) -> dict[str, Any]:
+def display(row: ResultRow) -> dict[str, Any]:
     """A simulated row as the table's cells."""
     cells: dict[str, Any] = {"strategy": row["strategy"], "W": row["world_size"],
                              "options": _options_text(row.get("strategy_options")), "reason": row.get("reason")}

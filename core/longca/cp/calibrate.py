@@ -14,6 +14,7 @@ from typing import Any, Iterable, Optional
 import numpy as np
 
 from ..problem import Problem
+from ..results import ResultRow
 from .simulate import Pricing, simulate
 
 
@@ -26,7 +27,7 @@ def row_problem(row: dict[str, Any]) -> Problem:
                    world_size=row.get("world_size") or 1, strategy_options=row.get("strategy_options") or {})
 
 
-def simulate_row(row: dict[str, Any], pricing: Pricing) -> dict[str, Any]:
+def simulate_row(row: dict[str, Any], pricing: Pricing) -> ResultRow:
     """The simulated twin of a measured CP row (same mask draws, options and direction)."""
     problem = row_problem(row)
     return simulate(problem, dict(problem.strategy_options), pricing, max(1, row.get("samples") or 1))

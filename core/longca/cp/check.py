@@ -37,9 +37,9 @@ def outputs(spec, plan, problem: Problem, mask, q, k, v, dout: Optional[torch.Te
     if dist.get_rank(plan.group) != 0:
         return None
     ref_in = [t.detach().float().requires_grad_(backward) for t in (q, k, v)]
-    ref = reference.attention(*ref_in, mask)
+    ref = reference.attention(ref_in[0], ref_in[1], ref_in[2], mask)
     want = {"out": ref}
-    if backward:
+    if dout is not None:
         want.update({f"d{n}": g for n, g in zip("qkv", torch.autograd.grad(ref, ref_in, dout.float()))})
     return got, want
 
@@ -112,7 +112,7 @@ def run_checks(cases: list[dict[str, Any]], world_size: int, backend: str = "glo
     return spawn(check_cases, world_size, backend, device, (cases,), timeout_s)[0]
 
 
-def transfer_cases(device: str, cases: list[dict[str, Any]]) -> list[dict[str, list]]:
+def transfer_cases(device: str, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every transfer each case's forward and backward really make on this rank (`comm.recording`).
 
     Run in a spawned group (`launch.spawn`); tests compare the answer with `schedule.comm`.
@@ -124,7 +124,7 @@ def transfer_cases(device: str, cases: list[dict[str, Any]]) -> list[dict[str, l
     for case in cases:
         problem = Problem(**{**case["problem"], "device": device, "world_size": dist.get_world_size()})
         spec = registry.strategy(problem.strategy)
-        options = spec.resolve_options(problem, case.get("options", {}))
+        options = spec.resolve_options(problem, case.get("options", {})) if spec.resolve_options else {}
         mask = build_mask(problem, 0, registry)
         plan = spec.prepare(problem, mask, inner_kernel(problem, registry), dist.group.WORLD, options)
         local = [spec.dispatch(t, plan).detach().requires_grad_(True) for t in make_inputs(problem, 0)]

@@ -114,7 +114,7 @@ def row_features(row: dict[str, Any], registry=None) -> np.ndarray:
     feats = []
     for sample in range(max(1, row.get("samples") or 1)):
         mask = build_mask(problem, sample, registry)
-        table = pair_table(mask.slices, [(0, problem.seqlen)], [(0, problem.seqlen)])
+        table = pair_table(mask.static_slices(), [(0, problem.seqlen)], [(0, problem.seqlen)])
         feats.append(table_features(table, problem.heads_q).sum(axis=0))
     return np.mean(feats, axis=0)
 
@@ -139,15 +139,16 @@ def fit_rows(rows: Iterable[dict[str, Any]], registry=None) -> dict[str, dict[st
         err = 100 * (pred - t) / t
         residuals = [{"mask": r["mask"], "seqlen": r["seqlen"], "measured_ms": ms, "model_ms": float(p),
                       "err_pct": float(e)} for (_, ms, r), p, e in zip(items, pred, err)]
+        launch_ms, row_ms, tile_ms, segment_ms = (float(c) for c in coef)
         fits.setdefault(kernel, {})[direction] = KernelFit(
-            kernel, direction, *map(float, coef), len(items), float(np.median(np.abs(err))),
+            kernel, direction, launch_ms, row_ms, tile_ms, segment_ms, len(items), float(np.median(np.abs(err))),
             float(np.max(np.abs(err))), (float(x[:, 2].min()), float(x[:, 2].max())), residuals)
     return fits
 
 
 def read_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
     """Rows of results.jsonl files (or folders holding one, searched recursively)."""
-    out = []
+    out: list[dict[str, Any]] = []
     for path in paths:
         path = Path(path)
         files = [path] if path.is_file() else sorted(path.rglob("results.jsonl"))

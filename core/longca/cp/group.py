@@ -135,8 +135,9 @@ class RankGroup:
             if now >= deadline:
                 break
             waiting = {self._conns[r]: r for r in range(self.world) if r not in done and r not in failures}
-            for conn in wait(list(waiting), timeout=min(deadline - now, 600.0)):
-                rank = waiting[conn]
+            for ready in wait(list(waiting), timeout=min(deadline - now, 600.0)):
+                rank = waiting[ready]
+                conn = self._conns[rank]
                 try:
                     kind, payload = conn.recv()
                 except (EOFError, OSError):

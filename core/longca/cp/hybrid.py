@@ -70,7 +70,7 @@ class HybridPlan(CPPlan):
 
 def hybrid_schedule(problem: Problem, mask: Mask, head_degree: int, windows: int, layout: str) -> RingSchedule:
     """The schedule (layouts, calls per step, transfers) of this grid; no process group needed."""
-    return RingSchedule(problem, mask.slices, head_degree, windows, layout)
+    return RingSchedule(problem, mask.static_slices(), head_degree, windows, layout)
 
 
 def prepare_hybrid(schedule: RingSchedule, inner: InnerKernel, group, options: dict) -> HybridPlan:
@@ -97,6 +97,7 @@ def hybrid_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: Hy
             k = k.repeat_interleave(plan.kv_repeat, dim=2)
             v = v.repeat_interleave(plan.kv_repeat, dim=2)
         q, k, v = (seq_to_head(t, plan.head_group) for t in (q, k, v))
+    assert plan.ring is not None  # prepare_hybrid sets it; the default exists for the dataclass order only
     out = ring_attention(q, k, v, plan.ring)
     return head_to_seq(out, plan.head_group) if plan.head_degree > 1 else out
 

@@ -45,4 +45,5 @@ def inner_kernel(problem: Problem, registry: Optional[Registry] = None) -> Inner
         backend = spec.backend() or spec.name
     except Exception:  # noqa: BLE001 - a backend label must not stop a run
         backend = spec.name
+    assert spec.forward_lse is not None and spec.backward_lse is not None  # inner_unsupported checked both
     return InnerKernel(spec.name, spec.forward_lse, spec.backward_lse, 1.0 / math.sqrt(problem.head_dim), backend)

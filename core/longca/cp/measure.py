@@ -127,7 +127,7 @@ def measure_rank(problem: Problem, options: dict[str, Any], run: RunOptions, gro
     inner = inner_kernel(problem, registry)
     row.backend = inner.backend
     try:
-        samples = [_sample(spec, problem, options, inner, sample, run, run.check and sample == 0, group, device,
+        samples = [_sample(spec, problem, options, inner, sample, run, bool(run.check) and sample == 0, group, device,
                            registry) for sample in range(n_samples(problem, run, registry))]
     except UnsupportedError as exc:  # the inner kernel refused the mask it was given: every rank alike
         row.status, row.reason = "unsupported", str(exc)

@@ -40,31 +40,34 @@ class OutputAccumulator:
         self.lse: Optional[torch.Tensor] = None
         self.touched: list[tuple[int, int]] = []
 
-    def _float_buffers(self) -> None:
-        if self.out is None:
+    def _float_buffers(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The float32 (out, lse) buffers, made or converted on first need."""
+        if self.out is None or self.lse is None:
             self.out = torch.zeros(self.batch, self.seqlen, self.heads, self.dim, dtype=torch.float32,
                                    device=self.device)
             self.lse = torch.full((self.batch, self.heads, self.seqlen), -math.inf, dtype=torch.float32,
                                   device=self.device)
         elif self.out.dtype != torch.float32:
             self.out = self.out.float()
+        return self.out, self.lse
 
     def add(self, q0: int, q1: int, out: torch.Tensor, lse: torch.Tensor) -> None:
         if self.out is None and q0 == 0 and q1 == self.seqlen:
             self.out, self.lse = out, lse.float()
         else:
-            self._float_buffers()
+            acc_out, acc_lse = self._float_buffers()
             if _overlaps(self.touched, q0, q1):
-                merge_(self.out[:, q0:q1], self.lse[:, :, q0:q1], out, lse)
+                merge_(acc_out[:, q0:q1], acc_lse[:, :, q0:q1], out, lse)
             else:
-                self.out[:, q0:q1] = out
-                self.lse[:, :, q0:q1] = lse
+                acc_out[:, q0:q1] = out
+                acc_lse[:, :, q0:q1] = lse
         self.touched.append((q0, q1))
 
     def result(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """(output in `dtype`, lse float32 (B, H, S))."""
-        if self.out is None:
+        if self.out is None or self.lse is None:
             self._float_buffers()
+        assert self.out is not None and self.lse is not None
         return self.out.to(dtype), self.lse
 
 

@@ -57,7 +57,7 @@ def variants(strategy: str, world: int, heads_q: int, gpus_per_node: int) -> lis
     if strategy == "usp":
         return [{"ulysses_degree": d} for d in local if 1 < d < world] or [{}]
     if strategy == "loongtrain":
-        out = []
+        out: list[dict[str, Any]] = []
         for d in local:
             ring = world // d
             out += [{"head_degree": d, "windows": w} for w in _divisors(ring) if 1 < w < ring and w <= 8]
@@ -142,19 +142,18 @@ def recommend(setting: Setting, pricings: dict[str, Optional[Pricing]], topology
     rows = list(rows)
     names = strategies or registry.names("strategies")
     lines: list[Line] = []
-    usable = {}
+    usable: dict[str, Pricing] = {}
     for kernel, pricing in pricings.items():
         reason = kernel_refusal(kernel, setting, pricing is not None, registry)
         if reason:
             lines.append(Line(kernel, "any", {}, "unsupported", reason))
-        else:
+        elif pricing is not None:  # kernel_refusal refuses a kernel without one
             usable[kernel] = pricing
-    pricings = usable
-    if not pricings:
+    if not usable:
         return lines
     if setting.seqlen % setting.gpus:
         raise LongcaError(f"sequence length {setting.seqlen} is not a multiple of {setting.gpus} GPUs")
-    base = Problem(kernel=next(iter(pricings)), mask=setting.mask, seqlen=setting.seqlen, heads_q=setting.heads_q,
+    base = Problem(kernel=next(iter(usable)), mask=setting.mask, seqlen=setting.seqlen, heads_q=setting.heads_q,
                    heads_kv=setting.heads_kv, head_dim=setting.head_dim, batch=setting.batch, dtype=setting.dtype,
                    direction="fwdbwd", device="cuda", sampler=setting.sampler,
                    sampler_params=dict(setting.sampler_params), seed=setting.seed, world_size=setting.gpus)
@@ -168,11 +167,11 @@ def recommend(setting: Setting, pricings: dict[str, Optional[Pricing]], topology
                 options = resolve_for(problem, given, topology.gpus_per_node, registry)
                 schedules = [schedule_of(problem.with_(strategy_options=options), m, options, registry) for m in masks]
             except UnsupportedError as exc:
-                lines += [Line(k, strategy, given, "unsupported", str(exc)) for k in pricings]
+                lines += [Line(k, strategy, given, "unsupported", str(exc)) for k in usable]
                 continue
             for sched in schedules:
                 sched.memo = {}
-            for kernel, pricing in pricings.items():
+            for kernel, pricing in usable.items():
                 line = Line(kernel, strategy, options, error_pct=max(_err(pricing.fwd), _err(pricing.bwd))
                             + CP_MODEL_ERR_PCT)
                 sims = [simulate_schedule(s, m.area, pricing) for s, m in zip(schedules, masks)]

@@ -92,6 +92,12 @@ def _outer_exchange(plan: RingPlan, tensors: Sequence[torch.Tensor]) -> Exchange
     return Exchange(tensors, plan.outer_next, plan.outer_prev, plan.outer_group)
 
 
+def _pair(tensors: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (k, v) or (dk, dv) pair an exchange delivered."""
+    first, second = tensors
+    return first, second
+
+
 def ring_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: RingPlan):
     """(output in q's dtype, lse float32 (B, H, S)) of the local queries against the whole ring."""
     acc = OutputAccumulator(q, v.shape[-1])
@@ -103,9 +109,9 @@ def ring_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: RingPl
             nxt = _inner_exchange(plan, cur) if t + 1 < plan.window else None
             forward_calls(plan.inner, q, cur[0], cur[1], plan.calls[plan.source(o, t)], acc)
             if nxt is not None:
-                cur = tuple(nxt.wait())
+                cur = _pair(nxt.wait())
         if outer is not None:
-            outer_kv = tuple(outer.wait())
+            outer_kv = _pair(outer.wait())
     return acc.result(q.dtype)
 
 
@@ -131,7 +137,7 @@ def ring_backward(dout, q, k, v, out, lse, plan: RingPlan):
             block = [dk.result(torch.float32 if travels else None), dv.result(torch.float32 if travels else None)]
             inner_dkv = _inner_exchange(plan, block) if plan.window > 1 else None
             if nxt is not None:
-                cur = tuple(nxt.wait())
+                cur = _pair(nxt.wait())
         window_sum = inner_dkv.wait() if inner_dkv is not None else block
         if outer_dkv is not None:
             got = outer_dkv.wait()
@@ -141,13 +147,15 @@ def ring_backward(dout, q, k, v, out, lse, plan: RingPlan):
         else:
             result = window_sum
         if outer is not None:
-            outer_kv = tuple(outer.wait())
+            outer_kv = _pair(outer.wait())
     if outer_dkv is not None:
         result = outer_dkv.wait()
+    assert result is not None  # the last window's sum, kept or received
     return dq.result(q.dtype), result[0].to(k.dtype), result[1].to(v.dtype)
 
 
 def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: RingPlan) -> torch.Tensor:
     """Ring attention of the local shards (autograd-aware)."""
     return lse_attention(lambda q_, k_, v_: ring_forward(q_, k_, v_, plan),
-                         lambda dout, *rest: ring_backward(dout.contiguous(), *rest, plan), q, k, v)
+                         lambda dout, q_, k_, v_, out, lse: ring_backward(dout.contiguous(), q_, k_, v_, out, lse,
+                                                                          plan), q, k, v)

@@ -169,7 +169,7 @@ def _simulate_ring(sched: RingSchedule, pricing: Pricing, problem: Problem) -> d
               "bwd": _op_ms([op for op in ops0 if op.what == "dout"], topo, "bwd", "all_to_all")}
     total0 = {phase: _op_ms(ops0, topo, phase, "all_to_all") for phase in ("fwd", "bwd")}
     frac = {phase: (before[phase] / total0[phase] if total0[phase] > 0 else 0.0) for phase in ("fwd", "bwd")}
-    out = {}
+    out: dict[str, Any] = {}
     for phase, c, run in (("fwd", cf, _ring_forward), ("bwd", cb, _ring_backward)):
         x_in = _ring_link_ms(sched, topo, phase, "inner")
         x_out = _ring_link_ms(sched, topo, phase, "outer")
@@ -233,8 +233,10 @@ def simulate_mask(problem: Problem, mask, options: dict[str, Any], pricing: Pric
 def simulate_schedule(sched: Schedule, area: float, pricing: Pricing) -> dict[str, Any]:
     """`simulate_mask` of a schedule already built (to price one schedule with several kernels)."""
     problem = sched.problem
-    run = _simulate_ring if isinstance(sched, RingSchedule) else _simulate_gather
-    sim = run(sched, pricing, problem)
+    if isinstance(sched, RingSchedule):
+        sim = _simulate_ring(sched, pricing, problem)
+    else:
+        sim = _simulate_gather(sched, pricing, problem)
     out: dict[str, Any] = {"balance": balance_of(rank_totals(sched)), "measured_share": sim["measured_share"]}
     for phase in ("fwd", "bwd"):
         end, compute = sim[phase]

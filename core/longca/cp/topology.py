@@ -96,8 +96,11 @@ class Topology:
         topo = replace(self, gpus_per_node=gpus_per_node) if gpus_per_node else self
         for key, value in (figures or {}).items():
             parts = key.split(".")
-            if len(parts) == 1 and parts[0] in ("hbm_gbs", "memory_gb"):
-                topo = replace(topo, **{parts[0]: float(value)})
+            if parts == ["hbm_gbs"]:
+                topo = replace(topo, hbm_gbs=float(value))
+                continue
+            if parts == ["memory_gb"]:
+                topo = replace(topo, memory_gb=float(value))
                 continue
             if len(parts) != 3 or parts[0] not in ("intra", "inter") or parts[1] not in COLLECTIVES \
                     or parts[2] not in ("bandwidth_gbs", "latency_us"):
@@ -105,7 +108,7 @@ class Topology:
                                   f"inter.all_to_all.latency_us, hbm_gbs, memory_gb")
             table = dict(getattr(topo, parts[0]))
             table[parts[1]] = replace(table[parts[1]], **{parts[2]: float(value)})
-            topo = replace(topo, **{parts[0]: table})
+            topo = replace(topo, intra=table) if parts[0] == "intra" else replace(topo, inter=table)
         return topo
 
     def describe(self) -> dict[str, Any]:

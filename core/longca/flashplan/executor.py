@@ -51,7 +51,9 @@ class Adapter(Protocol):
     """A kernel's explicit-lse primitives (see module docstring)."""
 
     name: str
-    window_ok: WindowCheck
+
+    @property
+    def window_ok(self) -> WindowCheck: ...  # read-only: a class attribute `staticmethod(check)` satisfies it
 
     def fwd(self, q, k, v, args: CallArgs) -> tuple[torch.Tensor, torch.Tensor]: ...
 
@@ -71,22 +73,26 @@ class _Rows:
             self.kind, self.a, self.b = "index", 0, 0
             self.t = torch.from_numpy(idx.astype(np.int64)).to(device)
 
+    def _index(self) -> torch.Tensor:
+        assert self.t is not None, "only an 'index' row set holds an index tensor"
+        return self.t
+
     def take(self, x: torch.Tensor, dim: int = 0) -> torch.Tensor:
         if self.kind == "all":
             return x
         if self.kind == "range":
             return x.narrow(dim, self.a, self.b - self.a)
-        return x.index_select(dim, self.t)
+        return x.index_select(dim, self._index())
 
     def put(self, dst: torch.Tensor, src: torch.Tensor, dim: int = 0) -> None:
         if self.kind == "index":
-            dst.index_copy_(dim, self.t, src)
+            dst.index_copy_(dim, self._index(), src)
         else:
             dst.narrow(dim, self.a, self.b - self.a).copy_(src)
 
     def add(self, dst: torch.Tensor, src: torch.Tensor) -> None:
         if self.kind == "index":
-            dst.index_add_(0, self.t, src.to(dst.dtype))
+            dst.index_add_(0, self._index(), src.to(dst.dtype))
         else:
             dst.narrow(0, self.a, self.b - self.a).add_(src)
 
@@ -204,9 +210,9 @@ def run_backward(adapter: Adapter, ex: ExecPlan, dout, q, k, v, out, lse):
     lse_hbs = lse.permute(1, 0, 2)
     single = ex.single
     if single is not None:
-        grads = adapter.bwd(single.pack_q(dout), single.pack_q(q), single.pack_k(k), single.pack_k(v),
-                            single.pack_q(out), single.pack_lse(lse_hbs), single.args)
-        return tuple(g.view(x.shape) for g, x in zip(grads, (q, k, v)))
+        one = adapter.bwd(single.pack_q(dout), single.pack_q(q), single.pack_k(k), single.pack_k(v),
+                          single.pack_q(out), single.pack_lse(lse_hbs), single.args)
+        return tuple(g.view(x.shape) for g, x in zip(one, (q, k, v)))
     grads = [torch.zeros(x.shape, dtype=torch.float32, device=x.device) for x in (q, k, v)]
     for call in ex.calls:
         dq, dk, dv = adapter.bwd(call.pack_q(dout), call.pack_q(q), call.pack_k(k), call.pack_k(v),

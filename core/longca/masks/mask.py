@@ -74,7 +74,7 @@ class Mask:
         if self.layout is not None:
             kept = self.layout.keep * self.layout.block_areas()
             return float(kept.sum(axis=(1, 2)).mean())
-        return float(sl.area(self.slices))
+        return float(sl.area(self.static_slices()))
 
     def dense(self, rows: Optional[tuple[int, int]] = None, cols: Optional[tuple[int, int]] = None) -> np.ndarray:
         """Bool matrix of may-attend, rows x cols (default whole); (groups, rows, cols) if block-sparse."""
@@ -82,18 +82,17 @@ class Mask:
         cols = cols or (0, self.seqlen)
         if self.layout is not None:
             return self.layout.dense(rows, cols)
-        return sl.dense(self.slices, rows, cols)
+        return sl.dense(self.static_slices(), rows, cols)
 
     def block_map(self, block_q: int, block_k: Optional[int] = None) -> np.ndarray:
         """int8 map of EMPTY / PARTIAL / FULL_BLOCK per (q block, k block) (static masks)."""
-        self._need_slices("a block map")
-        return sl.block_map(self.slices, self.seqlen, self.seqlen, block_q, block_k or block_q)
+        return sl.block_map(self.static_slices("a block map"), self.seqlen, self.seqlen, block_q, block_k or block_q)
 
     def flashmask_bounds(self) -> dict[str, np.ndarray]:
         """FlashMask column bounds LTS, LTE, UTS, UTE (static masks)."""
-        self._need_slices("FlashMask bounds")
         if "flashmask_bounds" not in self.cache:  # a refusal check and prepare derive them once
-            self.cache["flashmask_bounds"] = sl.flashmask_bounds(self.slices, self.seqlen, self.seqlen)
+            self.cache["flashmask_bounds"] = sl.flashmask_bounds(self.static_slices("FlashMask bounds"),
+                                                                 self.seqlen, self.seqlen)
         return self.cache["flashmask_bounds"]
 
     def flashmask_problem(self) -> Optional[str]:
@@ -118,12 +117,19 @@ class Mask:
 
     def crop(self, q_range: tuple[int, int], k_range: tuple[int, int]) -> np.ndarray:
         """Slices of the window q_range x k_range, relative to its corner (static masks)."""
-        self._need_slices("cropping")
-        return sl.crop(self.slices, q_range, k_range, relative=True)
+        return sl.crop(self.static_slices("cropping"), q_range, k_range, relative=True)
 
-    def _need_slices(self, what: str) -> None:
+    def static_slices(self, what: str = "slices") -> np.ndarray:
+        """The slices of a static mask; ValueError naming `what` for a block-sparse one."""
         if self.slices is None:
             raise ValueError(f"mask {self.name!r} is block-sparse and has no {what}")
+        return self.slices
+
+    def block_layout(self) -> BlockSparseLayout:
+        """The layout of a block-sparse mask; ValueError for a static one."""
+        if self.layout is None:
+            raise ValueError(f"mask {self.name!r} is static and has no block-sparse layout")
+        return self.layout
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready summary: name, length, parameters, area, slices or layout size."""
@@ -132,9 +138,9 @@ class Mask:
         if self.slices is not None:
             out["slices"] = [[*s[:4], sl.TYPE_NAMES[s[4]]] for s in self.slices.tolist()]
         else:
-            out["block_sparse"] = {"groups": self.layout.groups,
-                                   "q_block_sizes": np.diff(self.layout.q_bounds).tolist(),
-                                   "kept_blocks_per_group": self.layout.keep.sum(axis=(1, 2)).tolist()}
+            layout = self.block_layout()
+            out["block_sparse"] = {"groups": layout.groups, "q_block_sizes": np.diff(layout.q_bounds).tolist(),
+                                   "kept_blocks_per_group": layout.keep.sum(axis=(1, 2)).tolist()}
         return out
 
 

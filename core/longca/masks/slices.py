@@ -189,10 +189,11 @@ def block_map(slices: Iterable[Sequence[int]], seqlen_q: int, seqlen_k: int,
         out[rows, lo:hi + 1] = FULL_BLOCK
     # blocks touched by several slices: their union may fill them, settle by exact area
     for qb, kb in zip(*np.nonzero((out == PARTIAL) & (touches > 1))):
-        rows = (int(qb) * block_q, min((int(qb) + 1) * block_q, seqlen_q))
-        cols = (int(kb) * block_k, min((int(kb) + 1) * block_k, seqlen_k))
-        near = norm[(norm[:, 0] < rows[1]) & (norm[:, 1] > rows[0]) & (norm[:, 2] < cols[1]) & (norm[:, 3] > cols[0])]
-        if area(crop(near, rows, cols)) == (rows[1] - rows[0]) * (cols[1] - cols[0]):
+        q_win = (int(qb) * block_q, min((int(qb) + 1) * block_q, seqlen_q))
+        k_win = (int(kb) * block_k, min((int(kb) + 1) * block_k, seqlen_k))
+        (qa, qb_end), (ka, kb_end) = q_win, k_win
+        near = norm[(norm[:, 0] < qb_end) & (norm[:, 1] > qa) & (norm[:, 2] < kb_end) & (norm[:, 3] > ka)]
+        if area(crop(near, q_win, k_win)) == (q_win[1] - q_win[0]) * (k_win[1] - k_win[0]):
             out[qb, kb] = FULL_BLOCK
     return out
 

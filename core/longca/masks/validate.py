@@ -115,4 +115,5 @@ def mask_problem(mask: object, seqlen: int, heads_q: int = 1, name: Optional[str
         return "a Mask carries either slices (static) or a layout (block-sparse), exactly one of them"
     if mask.layout is not None:
         return layout_problem(mask.layout, seqlen, heads_q)
+    assert mask.slices is not None  # one of the two, checked above
     return slice_problem(mask.slices, seqlen, seqlen) or overlap(mask.slices)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Optional
 
 import torch
@@ -39,6 +40,7 @@ from ..measure import TOLERANCE, RunOptions, mask_refusal, run_problem
 from ..errors import LongcaError
 from ..plugins import NAME_RE, Registry, get_registry, validate
 from ..problem import Problem, build_mask, make_inputs
+from ..results import ResultRow
 from ..specs import ANY_BLOCK_SPARSE, ANY_STATIC, DEVICES, DTYPES, KernelSpec
 
 log = logging.getLogger(__name__)
@@ -204,7 +206,7 @@ def kind_cases(kind: str, name: str, registry: Registry,
     cases = [Case("registered", name, lambda r: check_registered_kind(kind, name, r))]
     if name not in registry.entries[kind]:
         return cases
-    return cases + [Case(label, name, lambda r, f=f: f(name, r)) for label, f in checks]
+    return cases + [Case(label, name, partial(check, name)) for label, check in checks]
 
 
 KIND_LABEL = {"kernels": "kernel", "masks": "mask", "samplers": "sampler", "strategies": "CP strategy"}
@@ -243,7 +245,7 @@ def _probe_supports(spec: KernelSpec, problem: Problem) -> Optional[str]:
     return answer
 
 
-def _run(problem: Problem, registry: Registry) -> dict:
+def _run(problem: Problem, registry: Registry) -> ResultRow:
     try:
         return run_problem(problem, OPTIONS, registry)
     except Exception as exc:  # noqa: BLE001 - run_problem only raises for input errors
@@ -272,7 +274,7 @@ def _expect_ok(spec: KernelSpec, problem: Problem, registry: Registry, what: str
         errors = f" (relative errors: {', '.join(f'{k} {v:.3g}' for k, v in detail.items())})" if detail else ""
         where = _wrong_rows(spec, problem, registry) if row["status"] == "incorrect" else ""
         raise AssertionError(f"{_describe(problem)}: {row['status']}: {row['reason']}{errors}{where}")
-    return row
+    return row.as_dict()
 
 
 def _forward(spec: KernelSpec, problem: Problem, registry: Registry):
@@ -332,7 +334,7 @@ def _expect_refused(problem: Problem, registry: Registry, what: str) -> dict:
     if row["status"] != "unsupported" or not str(row.get("reason") or "").strip():
         raise AssertionError(f"{_describe(problem)}: {what} is not claimed, so it must be refused with a reason; "
                              f"got status {row['status']!r}, reason {row.get('reason')!r}")
-    return row
+    return row.as_dict()
 
 
 # ---------------------------------------------------------------- the checks
@@ -559,24 +561,22 @@ def conformance_cases(kernel: str, registry: Optional[Registry] = None, devices:
               Case("spec", kernel, lambda r: check_spec(kernel, r)),
               Case("available", kernel, lambda r: check_available(kernel, r))]
     for dev in devices:
-        cases.append(Case(f"refusals-{dev}", kernel, lambda r, d=dev: check_refusals(kernel, d, r, settings), dev))
+        cases.append(Case(f"refusals-{dev}", kernel, partial(check_refusals, kernel, dev, settings=settings), dev))
         if dev not in spec.devices:
             continue
         directions = ("fwd", "bwd") if spec.backward else ("fwd",)
-        cases += [Case(f"mask-{m}-{x}-{dev}", kernel,
-                       lambda r, m=m, x=x, d=dev: check_mask(kernel, m, x, d, r, settings), dev)
+        cases += [Case(f"mask-{m}-{x}-{dev}", kernel, partial(check_mask, kernel, m, x, dev, settings=settings), dev)
                   for m in registry.claimed_masks(spec.masks) for x in directions]
         cases += [Case(f"shape-{w.label}-{x}-{dev}", kernel,
-                       lambda r, w=w, x=x, d=dev: check_variant(kernel, w, x, d, r, settings), dev, w.heavy)
+                       partial(check_variant, kernel, w, x, dev, settings=settings), dev, w.heavy)
                   for w in settings.variants if dev == "cuda" or not w.heavy for x in directions]
         first = primary_dtype(spec, dev) if spec.dtypes else None
-        cases += [Case(f"dtype-{t}-{x}-{dev}", kernel,
-                       lambda r, t=t, x=x, d=dev: check_dtype(kernel, t, x, d, r, settings), dev)
+        cases += [Case(f"dtype-{t}-{x}-{dev}", kernel, partial(check_dtype, kernel, t, x, dev, settings=settings), dev)
                   for t in spec.dtypes if t != first for x in directions]
         declared = [w for w in ("forward_lse", "backward_lse") if getattr(spec, w) is not None]
         if len(declared) == 2:
             declared.append("cp_merge")
-        cases += [Case(f"{w}-{dev}", kernel, lambda r, w=w, d=dev: check_primitives(kernel, d, r, settings, w), dev)
+        cases += [Case(f"{w}-{dev}", kernel, partial(check_primitives, kernel, dev, settings=settings, which=w), dev)
                   for w in declared]
     return cases
 

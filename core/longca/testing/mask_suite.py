@@ -10,7 +10,7 @@ bounds agree with the dense mask).
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -33,7 +33,7 @@ def _lengths(spec: MaskSpec) -> list[int]:
 
 
 def _build(spec: MaskSpec, seqlen: int, seed: int, registry: Registry) -> Mask:
-    params = {"block": BLOCK} if "block" in spec.params and spec.kind == "block_sparse" else {}
+    params: dict[str, Any] = {"block": BLOCK} if "block" in spec.params and spec.kind == "block_sparse" else {}
     try:
         return build_mask(spec.name, seqlen, seed=seed, heads=HEADS, registry=registry,
                           sampler_params={"min_len": 1, "max_len": max(1, seqlen // 3)}, **params)
@@ -72,9 +72,9 @@ def check_builds(name: str, registry: Registry) -> list[dict]:
 def _same(a: Mask, b: Mask) -> bool:
     if a.slices is not None:
         return b.slices is not None and np.array_equal(a.slices, b.slices)
-    return b.layout is not None and all(np.array_equal(x, y) for x, y in (
-        (a.layout.q_bounds, b.layout.q_bounds), (a.layout.k_bounds, b.layout.k_bounds),
-        (a.layout.keep, b.layout.keep)))
+    la, lb = a.block_layout(), b.layout
+    return lb is not None and all(np.array_equal(x, y) for x, y in (
+        (la.q_bounds, lb.q_bounds), (la.k_bounds, lb.k_bounds), (la.keep, lb.keep)))
 
 
 def check_deterministic(name: str, registry: Registry) -> list[dict]:

@@ -44,6 +44,9 @@ def _lse_error(lse: torch.Tensor, ref: torch.Tensor, tolerance: float) -> Option
 def compare_primitives(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask,
                        tolerance: float, backward: bool) -> list[str]:
     """Failures of spec.forward_lse (or backward_lse) on pieces of `mask`; empty when all agree."""
+    forward_lse, backward_lse = spec.forward_lse, spec.backward_lse
+    if forward_lse is None or (backward and backward_lse is None):
+        return [f"kernel {spec.name} declares no {'backward_lse' if forward_lse else 'forward_lse'}"]
     failures = []
     seqlen = mask.seqlen
     gen = torch.Generator(device="cpu").manual_seed(7)
@@ -55,7 +58,7 @@ def compare_primitives(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: to
         qs, ks, vs = (x[:, slice(*r)].contiguous() for x, r in ((q, q_range), (k, k_range), (v, k_range)))
         ref_out, ref_lse = reference.forward_lse(qs.float(), ks.float(), vs.float(), slices, scale)
         try:
-            out, lse = spec.forward_lse(qs, ks, vs, np.ascontiguousarray(slices), scale)
+            out, lse = forward_lse(qs, ks, vs, np.ascontiguousarray(slices), scale)
         except Exception as exc:  # noqa: BLE001 - a failing primitive is a failure, not a crash
             failures.append(f"{where}: forward_lse raised {type(exc).__name__}: {exc}")
             continue
@@ -71,8 +74,9 @@ def compare_primitives(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: to
             continue
         dout = torch.randn(out.shape, generator=gen, dtype=torch.float32).to(device=q.device, dtype=q.dtype)
         want = reference.backward_lse(dout.float(), qs.float(), ks.float(), vs.float(), ref_out, ref_lse, slices, scale)
+        assert backward_lse is not None  # checked above
         try:
-            got = spec.backward_lse(dout, qs, ks, vs, out, lse, np.ascontiguousarray(slices), scale)
+            got = backward_lse(dout, qs, ks, vs, out, lse, np.ascontiguousarray(slices), scale)
         except Exception as exc:  # noqa: BLE001
             failures.append(f"{where}: backward_lse raised {type(exc).__name__}: {exc}")
             continue
@@ -109,12 +113,15 @@ def compare_cp_pieces(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: tor
     """
     from ..cp.merge import merge_
 
+    forward_lse, backward_lse = spec.forward_lse, spec.backward_lse
+    if forward_lse is None or backward_lse is None:
+        return [f"kernel {spec.name} declares no {'backward_lse' if forward_lse else 'forward_lse'}"]
     failures: list[str] = []
     seqlen, batch, heads = mask.seqlen, q.shape[0], q.shape[2]
     gen = torch.Generator(device="cpu").manual_seed(11)
     dout = torch.randn(q.shape[:3] + (v.shape[-1],), generator=gen).to(device=q.device, dtype=q.dtype)
-    ref_out, ref_lse = reference.forward_lse(q.float(), k.float(), v.float(), mask.slices)
-    want = reference.backward_lse(dout.float(), q.float(), k.float(), v.float(), ref_out, ref_lse, mask.slices)
+    ref_out, ref_lse = reference.forward_lse(q.float(), k.float(), v.float(), mask)
+    want = reference.backward_lse(dout.float(), q.float(), k.float(), v.float(), ref_out, ref_lse, mask)
     got = [torch.zeros(x.shape, dtype=torch.float32, device=x.device) for x in (q, k, v)]
     own_grads_match = 0
     q_pieces, k_pieces = pieces(seqlen, 2), pieces(seqlen, 3)
@@ -130,7 +137,7 @@ def compare_cp_pieces(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: tor
                 continue
             ks, vs = k[:, ka:kb].contiguous(), v[:, ka:kb].contiguous()
             try:
-                out, lse = spec.forward_lse(qs, ks, vs, slices, None)
+                out, lse = forward_lse(qs, ks, vs, slices, None)
             except Exception as exc:  # noqa: BLE001
                 return [f"{where}: forward_lse raised {type(exc).__name__}: {exc} on rows {qa}:{qb} keys {ka}:{kb}"]
             merge_(out_acc, lse_acc, out, lse)
@@ -144,12 +151,12 @@ def compare_cp_pieces(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: tor
         merged_out = out_acc.to(q.dtype)
         for ka, kb, ks, vs, slices, out, lse in calls:
             try:
-                dq, dk, dv = spec.backward_lse(dos, qs, ks, vs, merged_out, lse_acc, slices, None)
+                dq, dk, dv = backward_lse(dos, qs, ks, vs, merged_out, lse_acc, slices, None)
             except Exception as exc:  # noqa: BLE001
                 return failures + [f"{where}: backward_lse raised {type(exc).__name__}: {exc}"]
             if len(calls) > 1:  # does it match the gradients of this piece alone (its own out and lse)?
-                own = reference.backward_lse(dos.float(), qs.float(), ks.float(), vs.float(),
-                                             *reference.forward_lse(qs.float(), ks.float(), vs.float(), slices),
+                own_out, own_lse = reference.forward_lse(qs.float(), ks.float(), vs.float(), slices)
+                own = reference.backward_lse(dos.float(), qs.float(), ks.float(), vs.float(), own_out, own_lse,
                                              slices)
                 exact = reference.backward_lse(dos.float(), qs.float(), ks.float(), vs.float(), merged_out.float(),
                                                lse_acc, slices)

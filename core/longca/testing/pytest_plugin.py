@@ -78,7 +78,7 @@ def conformance_tests(kernel: str, *, seqlen: Optional[int] = None, head_dim: Op
     from .conformance import Settings, conformance_cases
     from ..specs import DEVICES
 
-    overrides = {k: v for k, v in (("seqlen", seqlen), ("head_dim", head_dim), ("heads", heads),
+    overrides: dict[str, Any] = {k: v for k, v in (("seqlen", seqlen), ("head_dim", head_dim), ("heads", heads),
                                                  ("block", block)) if v}
     cases = conformance_cases(kernel, devices=tuple(devices or DEVICES), settings=Settings(**overrides))
     return parametrized(cases, f"longca conformance of kernel {kernel!r}")

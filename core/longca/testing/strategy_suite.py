@@ -122,6 +122,7 @@ def register_modules(registry: Registry, modules: tuple[str, ...]) -> None:
 
     from ..plugins import PluginInfo, _register
 
+    assert registry.pm is not None, "a registry from get_registry() or Registry.discover() has a plugin manager"
     for module in modules:
         if any(p.module == module for p in registry.plugins):
             continue

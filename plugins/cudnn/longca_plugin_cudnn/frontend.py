@@ -182,6 +182,7 @@ class RaggedLayout:
 
     def __init__(self, args: CallArgs, q, k):
         heads_q, heads_kv, head_dim = q.shape[1], k.shape[1], q.shape[2]
+        assert args.cu_q is not None and args.cu_k is not None  # a varlen call
         layout = Ragged(args.cu_q.cpu().numpy(), args.cu_k.cpu().numpy())
         self.args = args  # kept: the cache below is keyed by its id
         self.batch, self.seqlen_q, self.seqlen_kv = len(layout.lens_q), args.max_q, args.max_k

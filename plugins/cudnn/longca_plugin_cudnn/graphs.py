@@ -18,7 +18,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:  # pragma: no cover - torch is imported where a graph is built
+    import torch
 
 Strides = tuple[int, int, int, int]
 TOKEN_ROUNDING = 64  # the backward's max_total_seq_len_* are rounded up to this, as cuDNN's own tests do
@@ -202,7 +205,7 @@ class CudnnGraphs:
     def __init__(self, limit: Optional[int] = None):
         self._built: OrderedDict[GraphSpec, tuple[Any, dict[str, Any]]] = OrderedDict()
         self._limit = limit
-        self._workspace = None
+        self._workspace: Optional[torch.Tensor] = None
         self.builds = 0  # graphs built so far (prepare builds them all; a run should add none)
 
     def build(self, spec: GraphSpec, device) -> None:

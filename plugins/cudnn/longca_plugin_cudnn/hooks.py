@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 from importlib import metadata
-from typing import Optional
+from typing import Any, Optional
 
 from longca import hookimpl
 from longca.specs import KernelSpec
@@ -96,7 +96,7 @@ def _sdpa_cudnn(q, k, v, call: ExecCall):
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    kwargs = {"enable_gqa": True} if q.shape[-2] != k.shape[-2] else {}
+    kwargs: dict[str, Any] = {"enable_gqa": True} if q.shape[-2] != k.shape[-2] else {}
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
         out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                              is_causal=call.args.causal, scale=call.args.scale, **kwargs)

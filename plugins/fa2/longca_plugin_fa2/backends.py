@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
-from typing import Optional
+from typing import Any, Optional
 
 from longca.flashplan.executor import CallArgs, ExecCall
 from longca.flashplan.plan import any_window
@@ -130,7 +130,7 @@ def _sdpa_flash(q, k, v, call: ExecCall):
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    kwargs = {"enable_gqa": True} if _gqa(q, k) else {}
+    kwargs: dict[str, Any] = {"enable_gqa": True} if _gqa(q, k) else {}
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
         out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                              is_causal=call.args.causal, scale=call.args.scale, **kwargs)
@@ -166,8 +166,10 @@ def _varlen_attn_public(kwargs: dict):
         from torch.nn.attention.varlen import varlen_attn
 
         a = call.args
+        assert a.cu_q is not None and a.cu_k is not None  # a varlen call
         out = varlen_attn(q.reshape(-1, *q.shape[2:]), k.reshape(-1, *k.shape[2:]), v.reshape(-1, *v.shape[2:]),
                           a.cu_q, a.cu_k, a.max_q, a.max_k, **kwargs)
+        assert not isinstance(out, tuple)  # the output alone: no return_lse
         return out.view(*q.shape[:3], v.shape[-1])
 
     return run
@@ -190,6 +192,7 @@ def public_for(adapter_, call: ExecCall, q, k):
 def path_name(adapter_, call: Optional[ExecCall], public) -> str:
     """Which entry point runs a prepared case (for logs and tests)."""
     if public is _flash_attn_public:
+        assert call is not None  # a public entry point runs a single-call plan
         return "flash_attn_func" if not call.args.varlen else "flash_attn_varlen_func"
     if public is _sdpa_flash:
         return "sdpa[FLASH_ATTENTION]"

@@ -183,7 +183,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: Plan,
               softmax_scale: Optional[float] = None) -> torch.Tensor:
     """Masked attention with autograd."""
     return lse_attention(lambda q_, k_, v_: forward(q_, k_, v_, plan, softmax_scale),
-                         lambda *grad_args: backward(*grad_args, plan, softmax_scale), q, k, v)
+                         lambda dout, q_, k_, v_, out, lse: backward(dout, q_, k_, v_, out, lse, plan, softmax_scale),
+                         q, k, v)
 
 
 def forward_lse(q, k, v, slices, softmax_scale: Optional[float] = None):

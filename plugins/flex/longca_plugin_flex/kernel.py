@@ -108,7 +108,7 @@ class FlexKernel:
         bm = block_mask_from_slices(slices, q.shape[1], k.shape[1], q.device)
         leaves = [t.detach().requires_grad_() for t in (q, k, v)]
         with torch.enable_grad():
-            out_l, lse_l = self.call(*leaves, bm, softmax_scale, lse=True)
+            out_l, lse_l = self.call(leaves[0], leaves[1], leaves[2], bm, softmax_scale, lse=True)
             c = torch.exp(lse_l.float() - lse.float()).nan_to_num(0.0)  # (B, H, S)
             c_rows = c.transpose(1, 2).unsqueeze(-1)  # (B, S, H, 1)
             d_local = (dout.float() * out_l.float()).sum(-1).transpose(1, 2)

@@ -52,4 +52,5 @@ def backward(dout, q, k, v, out, lse, plan: AllGatherPlan):
 
 def attention(q, k, v, plan: AllGatherPlan) -> torch.Tensor:
     return lse_attention(lambda q_, k_, v_: forward(q_, k_, v_, plan),
-                         lambda dout, *rest: backward(dout.contiguous(), *rest, plan), q, k, v)
+                         lambda dout, q_, k_, v_, out, lse: backward(dout.contiguous(), q_, k_, v_, out, lse, plan),
+                         q, k, v)
