@@ -197,3 +197,13 @@ def test_block_follows_what_supports_accepts(base_registry):
     assert small_problem(spec, "causal", "fwd", registry=base_registry).mask_params == {}
     report = check(base_registry, spec)
     assert not report.failures, report.summary()
+
+
+def test_check_kernel_takes_seqlen_as_conformance_tests_does(base_registry):
+    base_registry.entries["kernels"].pop("honest_seqlen", None)
+    spec = replace(HONEST, name="honest_seqlen", masks=("full",), dtypes=("float32",))
+    base_registry._add("kernels", spec, PluginInfo(spec.name, "longca-plugin-test", "0", "tests"))
+    report = check_kernel("honest_seqlen", "cpu", registry=base_registry,
+                          settings=Settings(variants=()), seqlen=384)
+    assert not report.failures, report.summary()
+    assert {row["seqlen"] for row in report.rows if row["mask"] == "full" and row["status"] == "ok"} == {384}

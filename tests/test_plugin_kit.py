@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from longca import hookimpl
-from longca.plugins import PluginInfo, Registry, _register, hookspecs
+from longca.plugins import PluginInfo, PluginManager, Registry, _register
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "contrib" / "plugin-template"
@@ -168,8 +168,6 @@ def test_conformance_suite_fails_broken_plugins_clearly(kit):
 
 
 def test_misspelled_hook_is_a_load_error():
-    import pluggy
-
     module = types.ModuleType("longca_plugin_typo")
 
     @hookimpl
@@ -177,12 +175,18 @@ def test_misspelled_hook_is_a_load_error():
         return []
 
     module.longca_kernel = longca_kernel
-    pm = pluggy.PluginManager(hookspecs.PROJECT)
-    pm.add_hookspecs(hookspecs)
     info = PluginInfo("typo", "longca-plugin-typo", "0", "longca_plugin_typo")
-    _register(Registry(), pm, info, module)
+    _register(Registry(), PluginManager(), info, module)
     assert info.errors and "unknown hook 'longca_kernel'" in info.errors[0]  # pluggy's own check
     assert "known hooks: longca_cp_strategies, longca_env_info, longca_kernels" in info.errors[0]
+    # a hookimpl imported under another name (reusing another plugin's) is not a misspelling
+    reuse = types.ModuleType("longca_plugin_reuse")
+    reuse.theirs = longca_kernel
+    reuse.longca_kernels = hookimpl(lambda: [])
+    reuse.longca_kernels.__name__ = "longca_kernels"
+    info = PluginInfo("reuse", "longca-plugin-reuse", "0", "longca_plugin_reuse")
+    _register(Registry(), PluginManager(), info, reuse)
+    assert not info.errors and info.hooks == ["longca_kernels"], info.errors
 
 
 def test_new_plugin_command(tmp_path):

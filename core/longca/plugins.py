@@ -161,6 +161,23 @@ def validate(kind: str, spec: Any) -> Optional[str]:
     return None
 
 
+class PluginManager(pluggy.PluginManager):
+    """pluggy's manager, except that a hookimpl a module imports under another name
+    (`from other.hooks import longca_kernels as theirs`) is not taken as a hook of that module:
+    only functions defined under their own name count, so pluggy's unknown-hook check
+    (`check_pending`) flags real misspellings and nothing else."""
+
+    def __init__(self) -> None:
+        super().__init__(hookspecs.PROJECT)
+        self.add_hookspecs(hookspecs)
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        opts = super().parse_hookimpl_opts(plugin, name)
+        if opts is not None and getattr(getattr(plugin, name, None), "__name__", name) != name:
+            return None
+        return opts
+
+
 def hook_of(pm: pluggy.PluginManager, obj: Any, hook_name: str) -> Optional[Any]:
     """pluggy's caller of `hook_name` restricted to the plugin `obj` (each plugin is called in its
     own try, so one failing plugin does not hide the others' results), or None if it has none."""
@@ -246,8 +263,7 @@ def load_guarded(ep: Any) -> Any:
 def load_registry() -> Registry:
     """Discover built-ins and installed plugins (not cached: see `get_registry`)."""
     registry = Registry()
-    pm = pluggy.PluginManager(hookspecs.PROJECT)
-    pm.add_hookspecs(hookspecs)
+    pm = PluginManager()
     for module in BUILTIN_MODULES:
         info = PluginInfo(module.rsplit(".", 1)[-1], "longca-core", __version__, module, builtin=True)
         registry.plugins.append(info)
