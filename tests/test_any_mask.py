@@ -56,20 +56,15 @@ def test_kernels_listing_names_refuse_it_with_a_reason():
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "static_mask_plugin"
 DRIVER = """
 import json
-from typer.testing import CliRunner
-from longca_cli.main import app
 from longca.plugins import get_registry
 from longca.sweep import SweepSpec
-registry = get_registry()
-spec = SweepSpec(kernels=["reference"], seqlens=[512], masks="static")
-kernels = json.loads(CliRunner().invoke(app, ["list-kernels", "-f", "json"]).output)
-print("RESULT " + json.dumps({"static": spec.mask_names(), "kernels": kernels}))
+print("RESULT " + json.dumps(SweepSpec(kernels=["reference"], seqlens=[512], masks="static").mask_names()))
 """
 
 
 def test_installed_third_party_static_mask_is_static_claimed_and_checked(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from test_plugin_kit import env_with, longca, pip_install_target
+    from test_plugin_kit import env_with, longca_many, pip_install_target
 
     site = tmp_path / "site"
     pip_install_target([FIXTURE], site)
@@ -77,19 +72,22 @@ def test_installed_third_party_static_mask_is_static_claimed_and_checked(tmp_pat
                           timeout=600)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
-    found = json.loads(lines[-1][len("RESULT "):])
-    assert "sink_window" in found["static"] and "causal" in found["static"]
-    kernels = {row["name"]: row for row in found["kernels"]}
+    static = json.loads(lines[-1][len("RESULT "):])
+    assert "sink_window" in static and "causal" in static
+    (tmp_path / "spec.toml").write_text(
+        '[sweep]\nkernels = KERNELS\nmasks = ["sink_window"]\nseqlens = [520]\nheads = ["4:2"]\n'
+        'head_dims = [32]\ndtypes = ["float32"]\ndirections = ["fwd", "bwd"]\ndevice = "cpu"\ncheck = true\n'
+        'warmup = 0\nrepeat = 1\nsamples = 1\n')
+    listing, = longca_many(site, ["list-kernels", "-f", "json"])
+    kernels = {row["name"]: row for row in json.loads(listing)}
     for name in ("fa2", "fa3", "fa4", "cudnn"):
         assert "sink_window" in kernels[name]["masks"], (name, kernels[name]["masks"])
     on_cpu = sorted(n for n, row in kernels.items() if row["available"] and "cpu" in row["devices"]
                     and "sink_window" in row["masks"])
     assert {"reference", "torch", "sdpa", "flex"} <= set(on_cpu), on_cpu
-    (tmp_path / "spec.toml").write_text(
-        f'[sweep]\nkernels = {json.dumps(on_cpu)}\nmasks = ["sink_window"]\nseqlens = [520]\nheads = ["4:2"]\n'
-        f'head_dims = [32]\ndtypes = ["float32"]\ndirections = ["fwd", "bwd"]\ndevice = "cpu"\ncheck = true\n'
-        f'warmup = 0\nrepeat = 1\nsamples = 1\n')
-    longca(site, "sweep", str(tmp_path / "spec.toml"), "--output", str(tmp_path / "out"))
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec.read_text().replace("KERNELS", json.dumps(on_cpu)))
+    longca_many(site, ["sweep", str(spec), "--output", str(tmp_path / "out")])
     rows = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
     assert {row["kernel"] for row in rows} == set(on_cpu)
     for row in rows:  # ok and checked, or refused for another reason (flashmask: bf16 only), never the mask

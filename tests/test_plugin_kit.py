@@ -53,6 +53,27 @@ def longca(site: Path, *args: str, check: bool = True) -> subprocess.CompletedPr
     return proc
 
 
+CLI_DRIVER = """
+import json, sys
+from typer.testing import CliRunner
+from longca_cli.main import app
+out = [CliRunner().invoke(app, args) for args in json.loads(sys.argv[1])]
+print("RESULT " + json.dumps([{"exit_code": r.exit_code, "output": r.output} for r in out]))
+"""
+
+
+def longca_many(site: Path, *commands: list[str]) -> list[str]:
+    """Several `longca` commands in one interpreter (torch imported once); their outputs, each exit 0."""
+    proc = subprocess.run([sys.executable, "-c", CLI_DRIVER, json.dumps(list(commands))], env=env_with(site),
+                          capture_output=True, text=True, timeout=900)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = json.loads(lines[-1][len("RESULT "):])
+    for args, result in zip(commands, results):
+        assert result["exit_code"] == 0, f"longca {' '.join(args)}: {result['output'][-2000:]}"
+    return [result["output"] for result in results]
+
+
 @pytest.fixture(scope="module")
 def kit(tmp_path_factory) -> dict[str, Path]:
     """A site folder with the template as it stands, a plugin made by `new-plugin`, and the broken ones."""
@@ -269,15 +290,16 @@ samples = 1
 def test_default_sweep_checks_every_row_and_report_marks_unchecked(kit, tmp_path):
     """No `check` in the spec: every row says how it was checked, and the wrong kernel is not ok."""
     (tmp_path / "default.toml").write_text(SWEEP)
-    longca(kit["site"], "sweep", str(tmp_path / "default.toml"), "--output", str(tmp_path / "default"))
+    (tmp_path / "unchecked.toml").write_text(SWEEP + "check = false\n")
+    *_, report = longca_many(kit["site"],
+                             ["sweep", str(tmp_path / "default.toml"), "--output", str(tmp_path / "default")],
+                             ["sweep", str(tmp_path / "unchecked.toml"), "--output", str(tmp_path / "unchecked")],
+                             ["report", str(tmp_path / "unchecked")])
     rows = [json.loads(line) for line in (tmp_path / "default" / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 4 and all(row["checked"] == "full" for row in rows), rows
     status = {(row["kernel"], row["mask"]): row["status"] for row in rows}
     assert status == {("wrongcausal", "full"): "ok", ("wrongcausal", "causal"): "incorrect",
                       ("reference", "full"): "ok", ("reference", "causal"): "ok"}, status
-    (tmp_path / "unchecked.toml").write_text(SWEEP + "check = false\n")
-    longca(kit["site"], "sweep", str(tmp_path / "unchecked.toml"), "--output", str(tmp_path / "unchecked"))
     rows = [json.loads(line) for line in (tmp_path / "unchecked" / "results.jsonl").read_text().splitlines()]
     assert all(row["checked"] == "no" for row in rows)
-    report = longca(kit["site"], "report", str(tmp_path / "unchecked")).stdout
     assert "not checked against the reference" in report and "†" in report, report
