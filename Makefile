@@ -22,5 +22,5 @@ lint:  # ruff and mypy at the versions CI pins (.ci/run); both must report nothi
 test-gpu:
 	$(PYTHON) -m pytest -q -m "longca_gpu or gpu"
 
-bench: install
-	longca bench
+bench: install  # a second run resumes results/default: its cases are skipped, the report rewritten
+	longca bench --resume

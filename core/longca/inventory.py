@@ -29,10 +29,23 @@ def kernel_rows(registry: Registry) -> list[dict[str, Any]]:
             "head_dims": list(spec.head_dims) if spec.head_dims else "any", "gqa": spec.gqa,
             "devices": list(spec.devices),
             "min_compute_capability": ".".join(map(str, spec.min_compute_capability or ())) or None,
+            "needs": hardware_needed(spec),
             "lse_primitives": spec.forward_lse is not None and spec.backward_lse is not None,
             "description": spec.description,
         })
     return rows
+
+
+def hardware_needed(spec: Any) -> str:
+    """The hardware a kernel runs on, in words: "cpu or cuda", "cuda sm90+" (its minimum compute capability)."""
+    parts = []
+    for device in spec.devices:
+        if device == "cuda" and spec.min_compute_capability:
+            major, minor = spec.min_compute_capability[:2]
+            parts.append(f"cuda sm{major}{minor}+")
+        else:
+            parts.append(device)
+    return " or ".join(parts)
 
 
 def mask_rows(registry: Registry) -> list[dict[str, Any]]:
@@ -69,7 +82,7 @@ def doctor_report(registry: Registry) -> dict[str, Any]:
         runs_on = [d for d in row["devices"] if d == "cpu" or machine["cuda_available"]]
         reason = row["reason"] if not row["available"] else ("" if runs_on else "needs a CUDA GPU; none is visible")
         kernels.append({"name": row["name"], "runs_here": bool(row["available"] and runs_on),
-                        "devices": runs_on, "reason": reason})
+                        "devices": runs_on, "needs": row["needs"], "reason": reason})
     errors = [{"plugin": p.name, "distribution": p.distribution, "errors": p.errors}
               for p in registry.plugins if p.errors]
     from .plugins import env_info

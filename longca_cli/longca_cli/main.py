@@ -49,9 +49,20 @@ def _registry():
     return get_registry()
 
 
-@app.callback()
-def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="log diagnostics to stderr")) -> None:
+@app.callback(invoke_without_command=True)
+def main(ctx: typer.Context,
+         verbose: bool = typer.Option(False, "--verbose", "-v",
+                                      help="log diagnostics to stderr; with --version, every distribution's version"),
+         version: bool = typer.Option(False, "--version", help="print longca's version and exit")) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr, force=True)
+    if version:
+        from .versions import version_lines
+
+        typer.echo("\n".join(version_lines(every=verbose)))
+        raise typer.Exit()
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit()
 
 
 @app.command()
@@ -88,8 +99,7 @@ def list_kernels(fmt: str = FormatOpt) -> None:
     _check_format(fmt)
     from longca.inventory import kernel_rows
 
-    render.listing(kernel_rows(_registry()), fmt,
-                   ["name", "family", "distribution", "version", "available", "reason", "backward", "masks"])
+    render.kernels(kernel_rows(_registry()), fmt)
 
 
 @app.command("list-masks")
@@ -153,20 +163,21 @@ def run(
     mask: str = typer.Option("causal", help="mask name (see list-masks)"),
     seqlen: str = typer.Option("8k", help="total tokens: 8k, 8192, 1M"),
     heads: str = typer.Option("32:32", help="query:kv heads, e.g. 64:8"),
-    head_dim: int = typer.Option(128),
-    batch: int = typer.Option(1),
+    head_dim: int = typer.Option(128, help="dimension of each head"),
+    batch: int = typer.Option(1, help="sequences per call"),
     dtype: str = typer.Option("bfloat16", help="bfloat16, float16 or float32"),
     direction: str = typer.Option("fwd", help="fwd, bwd or fwdbwd"),
     device: Optional[str] = typer.Option(None, help="cpu or cuda (default: cuda when present)"),
     sampler: str = typer.Option("auto", help="document-length sampler (see list-samplers)"),
-    seed: int = typer.Option(0),
+    seed: int = typer.Option(0, help="seed of the mask draws and the inputs"),
     mask_param: Optional[List[str]] = typer.Option(None, "--mask-param",
                                                    help="override a mask parameter, e.g. window=512"),
     sampler_param: Optional[List[str]] = typer.Option(None, "--sampler-param",
                                                       help="sampler parameter, e.g. doc_len=2048"),
-    warmup: int = typer.Option(5), repeat: int = typer.Option(20),
+    warmup: int = typer.Option(5, help="untimed calls before timing"),
+    repeat: int = typer.Option(20, help="timed calls (median reported)"),
     samples: int = typer.Option(5, help="mask draws for document masks (median reported)"),
-    check: bool = typer.Option(False, "--check", help="compare with the float32 reference"),
+    check: bool = typer.Option(False, "--check/--no-check", help="compare with the float32 reference"),
     output: Optional[Path] = typer.Option(None, help="also append the row to OUTPUT/results.jsonl"),
     timeout: Optional[float] = typer.Option(None, help="seconds the case may take (default: scaled with its FLOPs)"),
     fmt: str = FormatOpt,
@@ -187,7 +198,16 @@ def run(
                       mask_params=parse_params(mask_param, "--mask-param"),
                       sampler_params=parse_params(sampler_param, "--sampler-param"))
     options = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check)
-    with OutputFolder(output) if output else contextlib.nullcontext() as folder, Supervisor() as supervisor:
+    big = False
+    if problem.device_type == "cpu":  # names checked first: a warning must not precede a refusal
+        from longca.problem import build_mask
+
+        registry = _registry()
+        registry.kernel(problem.kernel)
+        build_mask(problem, registry=registry)  # mask, sampler and their parameters
+        big = render.warn_if_large_on_cpu(problem, warmup + repeat)
+    with OutputFolder(output) if output else contextlib.nullcontext() as folder, Supervisor() as supervisor, \
+            render.running(f"running {problem.kernel} {problem.mask} {problem.seqlen}", show=big):
         row = supervisor.run(problem, options, timeout)  # the output folder is checked and locked first
         if folder:
             ResultsWriter(folder.results).append(row)
@@ -201,8 +221,9 @@ def run(
 def sweep(
     spec: Path = typer.Argument(..., help="sweep spec TOML (see contrib/specs/)"),
     output: Optional[Path] = typer.Option(None, help="results folder (default: the spec's output, or results/NAME)"),
-    resume: bool = typer.Option(False, "--resume", help="skip cases already in OUTPUT/results.jsonl"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="list the cases and exit"),
+    resume: bool = typer.Option(False, "--resume/--no-resume", help="skip cases already in OUTPUT/results.jsonl"),
+    dry_run: bool = typer.Option(False, "--dry-run/--no-dry-run", help="list the cases and exit"),
+    device: Optional[str] = typer.Option(None, help="cpu or cuda: overrides the spec's device"),
     max_minutes: Optional[float] = typer.Option(
         None, "--max-minutes", min=0, help="start no new case after this many minutes (the running one finishes); "
                                            "continue later with --resume"),
@@ -219,6 +240,10 @@ def sweep(
         if unknown or not chosen:
             raise LongcaError(f"--kernels {kernels!r}: not in the spec's kernels ({', '.join(sweep_spec.kernels)})")
         sweep_spec = sweep_spec.model_copy(update={"kernels": chosen})
+    if device is not None:
+        if device not in ("cpu", "cuda"):
+            raise LongcaError(f"--device {device!r}: use cpu or cuda")
+        sweep_spec = sweep_spec.model_copy(update={"device": device})
     cases = list(problems(sweep_spec))
     if dry_run:
         for p in cases:
@@ -251,7 +276,8 @@ def sweep(
 @cli_errors
 def bench(
     output: Path = typer.Option(Path("results/default"), help="results folder"),
-    resume: bool = typer.Option(False, "--resume"),
+    resume: bool = typer.Option(False, "--resume/--no-resume",
+                                help="continue the run in OUTPUT (its cases are skipped), then rewrite the report"),
 ) -> None:
     """The default benchmark: the paper's dense setting at 4K-16K on a GPU, else a small CPU run; then the report."""
     from longca.sweep import load_spec, problems, run_sweep
@@ -278,7 +304,7 @@ def report(
     plots: bool = typer.Option(True, help="write PNG plots"),
     memory: bool = typer.Option(False, help="add tables and plots of each case's peak GPU memory (GiB), "
                                             "lightest kernel"),
-    html: bool = typer.Option(False, "--html", help="also write report.html: one self-contained page with "
+    html: bool = typer.Option(False, "--html/--no-html", help="also write report.html: one self-contained page with "
                                                     "sortable, filterable rows and plots"),
 ) -> None:
     """A self-describing report: runs, protocol, TFLOP/s tables, CSV, PNG plots (a panel per mask)."""
@@ -302,10 +328,12 @@ def report(
 @cli_errors
 def show_mask(
     name: str = typer.Argument(..., help="mask name"),
-    seqlen: str = typer.Option("4k"),
+    seqlen: str = typer.Option("4k", help="total tokens: 4k, 4096"),
     heads: str = typer.Option("1:1", help="heads, for block-sparse masks (one mask per head or KV group)"),
-    sampler: str = typer.Option("auto"), seed: int = typer.Option(0),
-    mask_param: Optional[List[str]] = typer.Option(None, "--mask-param"),
+    sampler: str = typer.Option("auto", help="document-length sampler (see list-samplers)"),
+    seed: int = typer.Option(0, help="seed of the mask draw"),
+    mask_param: Optional[List[str]] = typer.Option(None, "--mask-param",
+                                                   help="override a mask parameter, e.g. window=512"),
     output: Optional[Path] = typer.Option(None, help="PNG path (default: NAME.png)"),
     fmt: str = typer.Option("png", "--format", "-f", help="png or json (slices and drawn parameters)"),
 ) -> None:

@@ -93,9 +93,8 @@ def recommend(
                f"d{head_dim}, {dtype}: predicted by longca simulate (docs/cp-simulator.md); ±% is the model's "
                f"error (kernel fit + CP rows); basis 'model' = no measured row of that case")
     ok = [ln for ln in lines if ln.status == "ok"][:top]
-    typer.echo(render.table([_cells(ln) for ln in ok], COLUMNS, width=80))
+    typer.echo(render.table([_cells(ln) for ln in ok], COLUMNS))
     refused = [ln for ln in lines if ln.status != "ok"]
     if refused:
         typer.echo(f"\nnot possible ({len(refused)}):")
-        typer.echo(render.table([_cells(ln) for ln in refused], ["kernel", "strategy", "options", "GB/GPU", "note"],
-                                width=100))
+        typer.echo(render.table([_cells(ln) for ln in refused], ["kernel", "strategy", "options", "GB/GPU", "note"]))

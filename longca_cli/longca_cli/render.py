@@ -1,30 +1,68 @@
-"""Output: plain tables or JSON on stdout, progress on stderr."""
+"""Output: tables that wrap to the terminal width, or JSON, on stdout; progress on stderr."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-from typing import Any, Callable
+import shutil
+from typing import Any, Callable, Iterator
 
 import typer
 
+# a CPU run above this many FLOPs (all timed and warm-up calls) is announced before it starts
+CPU_WARN_FLOPS = 2e11
 
-def _cell(value: Any, width: int = 60) -> str:
+
+def _cell(value: Any) -> str:
     if isinstance(value, dict):
-        text = "; ".join(f"{k}: {_cell(v)}" for k, v in value.items())
-    elif isinstance(value, (list, tuple)):
-        text = ",".join(str(v) for v in value)
-    elif value is None:
-        text = ""
-    else:
-        text = str(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
+        return "; ".join(f"{k}: {_cell(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    return "" if value is None else str(value)
 
 
-def table(rows: list[dict[str, Any]], columns: list[str], width: int = 60) -> str:
-    cells = [[_cell(r.get(c), width) for c in columns] for r in rows]
-    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]
-    lines += ["  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip() for row in cells]
-    return "\n".join(lines)
+def terminal_width() -> int:
+    """The terminal's columns ($COLUMNS first), 100 when there is no terminal (pipes, files)."""
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+def table(rows: list[dict[str, Any]], columns: list[str], width: int | None = None,
+          wide: tuple[str, ...] = ("reason", "description", "note", "errors")) -> str:
+    """A plain-text table `width` columns wide (default: the terminal's); long cells wrap, never cut.
+
+    The `wide` columns share the width the others leave; the others keep their cells on one line
+    where the width allows."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    grid = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=False)
+    for column in columns:
+        if column in wide:
+            grid.add_column(column, overflow="fold", ratio=1, min_width=20)
+        else:
+            grid.add_column(column, overflow="fold", no_wrap=True)
+    for row in rows:
+        grid.add_row(*(Text(_cell(row.get(c))) for c in columns))  # Text: no markup ("[cu13]" stays)
+    out = io.StringIO()
+    Console(file=out, width=width or terminal_width(), color_system=None, highlight=False,
+            emoji=False).print(grid)
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines()).strip("\n")
+
+
+KERNEL_COLUMNS = ["name", "plugin", "available", "needs", "backward", "masks", "reason"]
+
+
+def kernels(rows: list[dict[str, Any]], fmt: str) -> None:
+    """list-kernels: JSON rows whole, or a table with the mask claims counted and every reason in full."""
+    if fmt == "json":
+        listing(rows, fmt, [])
+        return
+    shown = [{**r, "plugin": r["distribution"].removeprefix("longca-plugin-"),
+              "available": "yes" if r["available"] else "no", "backward": "yes" if r["backward"] else "no",
+              "masks": f"{len(r['masks'])}"} for r in rows]
+    typer.echo(table(shown, KERNEL_COLUMNS))
 
 
 def listing(rows: list[dict[str, Any]], fmt: str, columns: list[str]) -> None:
@@ -55,10 +93,10 @@ def doctor(report: dict[str, Any], fmt: str) -> None:
     if fmt == "json":
         typer.echo(json.dumps(report, indent=2, default=str))
         return
-    typer.echo("machine: " + _cell(report["machine"], 200))
+    typer.echo("machine: " + _cell(report["machine"]))
     if report.get("libraries"):
-        typer.echo("libraries: " + _cell(report["libraries"], 400))
-    typer.echo(table(report["kernels"], ["name", "runs_here", "devices", "reason"], width=200))
+        typer.echo("libraries: " + _cell(report["libraries"]))
+    typer.echo(table(report["kernels"], ["name", "runs_here", "devices", "needs", "reason"]))
     for err in report["plugin_errors"]:
         typer.echo(f"plugin {err['plugin']} ({err['distribution']}): " + "; ".join(err["errors"]))
 
@@ -79,3 +117,35 @@ def with_progress(total: int, work: Callable[[Callable], Any]) -> Any:
             progress.update(task, advance=1, description=f"{what}: {status}")
 
         return work(tick)
+
+
+def warn_if_large_on_cpu(problem: Any, calls: int) -> bool:
+    """On a CPU, warn on stderr before a case of more than CPU_WARN_FLOPS starts; True if warned."""
+    from longca.flops import attention_flops
+
+    if problem.device_type != "cpu":
+        return False
+    per_call = attention_flops(float(problem.seqlen) ** 2, problem.heads_q, problem.head_dim, problem.batch,
+                               problem.direction)  # the full mask: an upper bound
+    total = per_call * max(1, calls)
+    if total <= CPU_WARN_FLOPS:
+        return False
+    typer.echo(f"warning: this case is up to {per_call / 1e9:,.0f} GFLOP per call, {calls} calls, on a CPU "
+               f"(the default sizes are a GPU's); at ~50 GFLOP/s that is up to {total / 5e10 / 60:,.0f} min. "
+               f"Smaller: --seqlen 2k --heads 4:2 --head-dim 64 --repeat 3", err=True)
+    return True
+
+
+@contextlib.contextmanager
+def running(what: str, show: bool) -> Iterator[None]:
+    """A spinner with the elapsed time on stderr while a long case runs (when `show`)."""
+    if not show:
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn(what), TimeElapsedColumn(), console=Console(stderr=True),
+                  transient=True) as progress:
+        progress.add_task(what, total=None)
+        yield

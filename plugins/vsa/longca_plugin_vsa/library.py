@@ -66,8 +66,8 @@ def _fastvideo(kind: str) -> tuple[Optional[Backend], str]:
     except Exception as exc:  # noqa: BLE001
         import torch
 
-        return None, (f"{package}: its CUDA extension does not load ({_first_line(exc)}); build it from "
-                      f"source for torch {torch.__version__} (see the plugin's README)")
+        return None, (f"{package}: its CUDA extension does not load ({_first_line(exc)}); build fastvideo-kernel "
+                      f"from FastVideo's source for torch {torch.__version__} on an sm90 (Hopper) GPU")
     if not (hasattr(ops, "block_sparse_fwd") and hasattr(ops, "block_sparse_bwd")):
         return None, f"{package}: its CUDA extension was built without the sm90 block-sparse kernels"
     return Backend(package, kind, bsa.block_sparse_attn_sm90, map_to_index), ""
@@ -99,8 +99,10 @@ def find(kind: str) -> tuple[Optional[Backend], Optional[str]]:
 
     present = installed()
     if not present:
-        return None, ("neither fastvideo-kernel (>= 0.3.0) nor vsa is installed; see the longca-plugin-vsa "
-                      "README for building it for the installed torch")
+        return None, ("neither fastvideo-kernel (>= 0.3.0) nor vsa is installed: the kernel needs an sm90 "
+                      "(Hopper, compute capability 9.0) GPU and fastvideo-kernel built for the installed torch "
+                      f"{torch.__version__} (pip install fastvideo-kernel where its wheel matches that torch, "
+                      "else build it from FastVideo's source)")
     if not torch.cuda.is_available():
         return None, (f"{' and '.join(present)} installed, but no CUDA GPU is visible (torch {torch.__version__}, "
                       f"CUDA build: {torch.version.cuda or 'none'})")
