@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 PRELOAD = ("torch", "torch.distributed", "longca.measure", "longca.plugins")
 _PR_SET_PDEATHSIG = 1
@@ -103,6 +103,18 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+
+
+def requests(conn: Any) -> Iterator[Any]:
+    """A worker's view of its pipe: each message until the supervisor sends None or goes away."""
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        yield message
 
 
 def kill_tree(process: Any) -> None:

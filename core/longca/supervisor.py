@@ -60,14 +60,7 @@ def _serve(conn, parent_pid: int, environ: dict[str, str]) -> None:
     from . import measure
 
     measure.set_phase_listener(lambda name: conn.send(("phase", name)))
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            return
-        if message is None:
-            return
-        _, fields, options = message
+    for _, fields, options in procs.requests(conn):
         try:
             row = measure.run_problem(Problem(**fields), RunOptions(**options))
             conn.send(("row", row.model_dump()))

@@ -63,14 +63,7 @@ def _rank_main(rank: int, world: int, store: str, backend: str, device: str, con
     measure.set_phase_listener(lambda name: conn.send(("phase", name)))
     measure.phase("group start")
     local_device = init_group(backend, device, rank, world, f"file://{store}", collective_timeout_s)
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            return
-        if message is None:
-            return
-        _, fields, options, run_fields = message
+    for _, fields, options, run_fields in procs.requests(conn):
         try:
             row = measure_rank(Problem(**{**fields, "device": local_device}), options, RunOptions(**run_fields))
             conn.send(("done", row.model_dump() if row is not None else None))
