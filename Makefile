@@ -1,15 +1,19 @@
-# longca: install, test, benchmark. torch is installed first (a CPU build where none is present)
-# so that no dependency range pulls a multi-GB CUDA build on a machine without a GPU.
+# longca: install, test, benchmark. torch is installed first, and only where none is present, so
+# that no dependency range of a plugin pulls another torch build. Which build pip picks is pip's
+# configuration: on a plain Linux pip that is a CUDA build (multi-GB). For a CPU build pass
+# TORCH_INDEX=<PyTorch's CPU index> (make then checks that the torch it installed is CPU-only).
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
 PLUGINS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
 
-.PHONY: install test test-gpu bench lint
+.PHONY: install test test-gpu bench lint wheels
 
 install:
-	$(PYTHON) -c "import torch" 2>/dev/null || $(PIP) install $(TORCH)
-	$(PIP) install setuptools pytest
+	$(PYTHON) -c "import torch" 2>/dev/null || $(PIP) install $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	@if [ -n "$(TORCH_INDEX)" ]; then $(PYTHON) -c "import sys, torch; sys.exit('a CPU build was asked for (TORCH_INDEX) but torch ' + torch.__version__ + ' is a CUDA build' if torch.version.cuda else 0)"; fi
+	$(PIP) install "setuptools>=77" pytest
 	$(PIP) install -e core -e longca_cli $(foreach p,$(PLUGINS),-e $(p))
 
 test:
@@ -18,6 +22,9 @@ test:
 lint:  # ruff and mypy at the versions CI pins (.ci/run); both must report nothing
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m mypy  # the paths in pyproject.toml's [tool.mypy]; about 40 s on 2 cores, seconds when cached
+
+wheels:  # every distribution's wheel into dist/ (for pip install --find-links dist ...)
+	$(PIP) wheel --no-deps --no-build-isolation --wheel-dir dist ./core ./longca_cli $(addprefix ./,$(PLUGINS))
 
 test-gpu:
 	$(PYTHON) -m pytest -q -m "longca_gpu or gpu"
