@@ -37,7 +37,7 @@ def available() -> Optional[str]:
     import torch
 
     if importlib.util.find_spec("flashinfer") is None:
-        return "flashinfer-python is not installed (pip install flashinfer-python; see the plugin's README)"
+        return "flashinfer-python is not installed (pip install 'longca-plugin-flashinfer[flashinfer]')"
     if not torch.cuda.is_available():
         return (f"flashinfer-python {_version()} is installed, but no CUDA GPU is visible "
                 f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'none'})")
