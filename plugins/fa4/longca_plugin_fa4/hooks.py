@@ -79,7 +79,8 @@ def library_reason() -> Optional[str]:
     spec = importlib.util.find_spec("flash_attn")
     locations = list(spec.submodule_search_locations or []) if spec else []
     if not any(os.path.exists(os.path.join(loc, "cute", "interface.py")) for loc in locations):
-        return "flash-attn-4 is not installed (pip install 'longca-plugin-fa4[cu13]' for a CUDA 13 torch, [cu12] for CUDA 12; it pins flash-attn-4 4.0.0b36)"
+        return ("flash-attn-4 is not installed (pip install 'longca-plugin-fa4[cu13]' for a CUDA 13 torch, "
+                "[cu12] for CUDA 12; it pins flash-attn-4 4.0.0b36)")
     if importlib.util.find_spec("cutlass") is None:
         return ("flash-attn-4 is installed but the CuTe DSL (package `cutlass` from nvidia-cutlass-dsl) is not "
                 "importable; install nvidia-cutlass-dsl with its libs-base, libs-core and libs-cu13/cu12 wheels, "
