@@ -37,16 +37,21 @@ def table(rows: list[dict[str, Any]], columns: list[str], width: int | None = No
     from rich.table import Table
     from rich.text import Text
 
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    # the narrow columns never wrap: where they alone are wider than `width`, the table is as wide as they need
+    narrow = sum(max([len(column)] + [len(r[i]) for r in cells]) + 3 for i, column in enumerate(columns)
+                 if column not in wide)
+    width = max(width or terminal_width(), narrow + 23 * sum(c in wide for c in columns))
     grid = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=False)
     for column in columns:
         if column in wide:
             grid.add_column(column, overflow="fold", ratio=1, min_width=20)
         else:
             grid.add_column(column, overflow="fold", no_wrap=True)
-    for row in rows:
-        grid.add_row(*(Text(_cell(row.get(c))) for c in columns))  # Text: no markup ("[cu13]" stays)
+    for line in cells:
+        grid.add_row(*(Text(cell) for cell in line))  # Text: no markup ("[cu13]" stays)
     out = io.StringIO()
-    Console(file=out, width=width or terminal_width(), color_system=None, highlight=False,
+    Console(file=out, width=width, color_system=None, highlight=False,
             emoji=False).print(grid)
     return "\n".join(line.rstrip() for line in out.getvalue().splitlines()).strip("\n")
 
