@@ -14,7 +14,10 @@ install:
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PIP) install $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	@if [ -n "$(TORCH_INDEX)" ]; then $(PYTHON) -c "import sys, torch; sys.exit('a CPU build was asked for (TORCH_INDEX) but torch ' + torch.__version__ + ' is a CUDA build' if torch.version.cuda else 0)"; fi
 	$(PIP) install "setuptools>=77" pytest
-	$(PIP) install -e core -e longca_cli $(foreach p,$(PLUGINS),-e $(p))
+	# core as a path entry (compat): its regular package `longca` then wins over a checkout folder
+	# named longca in the current directory, which Python would otherwise import as a namespace
+	$(PIP) install --config-settings editable_mode=compat -e core
+	$(PIP) install -e longca_cli $(foreach p,$(PLUGINS),-e $(p))
 
 test:
 	OMP_NUM_THREADS=1 $(PYTHON) -m pytest -q
