@@ -83,7 +83,7 @@ def plugins(fmt: str = FormatOpt) -> None:
 def new_plugin(
     name: str = typer.Argument(..., help="plugin and kernel name: lower-case letters, digits, '_'"),
     output: Optional[Path] = typer.Option(None, help="folder to create (default: ./longca-plugin-NAME)"),
-    template: Optional[Path] = typer.Option(None, help="template folder (default: contrib/plugin-template)"),
+    template: Optional[Path] = typer.Option(None, help="template folder (default: the one shipped with longca-cli)"),
 ) -> None:
     """Create a kernel plugin from the template; it installs and passes its tests as it stands."""
     from .newplugin import create_plugin, next_steps

@@ -1,4 +1,5 @@
-"""`longca new-plugin NAME`: a new kernel plugin, copied from contrib/plugin-template.
+"""`longca new-plugin NAME`: a new kernel plugin, copied from the template shipped in this package
+(longca_cli/plugin_template).
 
 The template is a complete plugin named `mykernel` (distribution `longca-plugin-mykernel`,
 package `longca_plugin_mykernel`). Copying it replaces those names in file names and contents,
@@ -22,19 +23,19 @@ SKIP = {"__pycache__", "build", "dist", ".pytest_cache"}
 
 
 def find_template(explicit: Optional[Path] = None) -> Path:
-    """The template folder: --template, $LONGCA_PLUGIN_TEMPLATE, or contrib/ of a source checkout."""
+    """The template folder: --template, $LONGCA_PLUGIN_TEMPLATE, or the one shipped as package data."""
     if explicit:
         candidates = [Path(explicit)]
     elif os.environ.get(TEMPLATE_ENV):
         candidates = [Path(os.environ[TEMPLATE_ENV])]
     else:
-        candidates = [Path(__file__).resolve().parents[2] / "contrib" / "plugin-template"]
+        candidates = [Path(__file__).resolve().parent / "plugin_template"]
     for path in candidates:
         if (path / "pyproject.toml").is_file():
             return path
     tried = ", ".join(str(p) for p in candidates)
-    raise LongcaError(f"plugin template not found (tried {tried}); pass --template PATH to the "
-                      f"contrib/plugin-template folder of a longca source checkout, or set {TEMPLATE_ENV}")
+    raise LongcaError(f"plugin template not found (tried {tried}); pass --template PATH to a "
+                      f"plugin template folder, or set {TEMPLATE_ENV}")
 
 
 def names(name: str) -> dict[str, str]:
