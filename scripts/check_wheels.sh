@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The wheels in dist/ (make wheels) install into a fresh venv the way the README says, and
-# `longca list-kernels --format json` lists the installed plugins with their full reasons.
+# `longca list-kernels --format json` lists the installed plugins with their full reasons, and
+# `longca new-plugin` works from the wheel.
 set -euo pipefail
 venv="$(mktemp -d)/venv"
 python3 -m venv "$venv"
@@ -16,3 +17,5 @@ vsa = rows["vsa"]
 assert vsa["needs"] == "cuda sm90+" and "sm90" in vsa["reason"] and "README" not in vsa["reason"], vsa
 print("wheels: vsa listed; needs", vsa["needs"] + "; reason:", vsa["reason"])
 '
+"$venv/bin/longca" new-plugin demo >/dev/null   # the template ships in the longca-cli wheel
+test -f longca-plugin-demo/longca_plugin_demo/kernel.py && echo "wheels: new-plugin made longca-plugin-demo"
