@@ -3,8 +3,10 @@
 A benchmark is fair only if each kernel runs as its users run it. For every (kernel, mask, S,
 direction) this times the plugin (`spec.prepare` + `spec.run`, what `longca` measures) and a
 call written here by hand the way that library's users write it, on the same mask draw and the
-same tensors, with the same timer (`longca.timing.time_ms`: CUDA events, L2 flushed before each
-call), alternating plugin and direct for `--rounds` rounds. `ratio` = direct ms / plugin ms
+same tensors, with the same timer (CUDA events, L2 flushed before each call), the two taking
+turns call by call (`longca.timing.time_interleaved`: plugin, direct, plugin, ...; at least
+`--target-ms` of calls per side and round), for `--rounds` rounds; each side's time is the
+median of all its calls. `ratio` = direct ms / plugin ms
 (1.0: the plugin is as fast as the direct call; below 1: the plugin is slower). The forward
 outputs of both are compared (`rel_diff`), so the direct call is known to compute the same mask.
 
@@ -43,7 +45,7 @@ from longca.masks.catalog import STATIC_MASKS
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.sizes import parse_heads, parse_size
-from longca.timing import time_ms
+from longca.timing import time_interleaved, time_ms
 
 Direct = Callable[..., torch.Tensor]  # direct(q, k, v) -> out (B, S, H, D), autograd-aware
 
@@ -289,6 +291,24 @@ def cudnn_direct(mask, q, k, v) -> Direct | str:
     return Attention.apply
 
 
+def direct_refusal(kernel: str, mask) -> Optional[str]:
+    """Why this script has no direct call of `kernel` for `mask` (decided before any tensor is made), or None."""
+    one_call = _window(mask) is not None
+    if kernel in ("flex", "flex-fa4"):
+        return None
+    if kernel in ("fa3", "fa4") and not one_call:
+        return "n/a: no one-call form in the library (the plugin merges several calls through lse)"
+    if kernel == "fa2" and mask.name not in ("full", "causal", "full_document", "causal_document"):
+        return "n/a: torch exposes FlashAttention-2 windows and multi-call masks only through private aten ops"
+    if kernel == "sdpa" and mask.name not in ("full", "causal"):
+        return "not timed: an S x S boolean attn_mask, the same call in the plugin (memory-efficient/math backend)"
+    if kernel == "cudnn" and (not one_call or "doc_lens" in mask.params):
+        return "n/a: not hand-written here (documents need cuDNN's ragged layout; others several graphs)"
+    if kernel not in ("fa2", "fa3", "fa4", "sdpa", "cudnn"):
+        return f"n/a: no hand-written call for kernel {kernel!r}"
+    return None
+
+
 def make_direct(kernel: str, mask, q, k, v) -> Direct | str:
     if kernel == "flex":
         return flex_direct(mask, q, k, v)
@@ -319,6 +339,12 @@ def steps(call: Callable, q, k, v, direction: str) -> Callable[[], Any]:
     return lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
 
 
+def calls_per_round(step: dict[str, Callable], device, args) -> int:
+    """`--repeat`, raised so that each side of a round runs about `--target-ms` (short calls are noisy)."""
+    longest = max(statistics.median(time_ms(fn, device, 0, 2)) for fn in step.values())
+    return max(args.repeat, min(args.max_repeat, math.ceil(args.target_ms / max(longest, 1e-3))))
+
+
 def rel_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))
 
@@ -337,6 +363,9 @@ def measure(kernel: str, mask_name: str, seqlen: int, direction: str, args, warm
         return {**row, "status": "unsupported", "reason": reason}
     row["backend"] = spec.backend()
     mask = build_mask(problem, 0, registry)
+    refusal = direct_refusal(kernel, mask)
+    if refusal:
+        return {**row, "status": "n/a", "reason": refusal}
     q, k, v = make_inputs(problem, 0, requires_grad=direction != "fwd")
     direct = make_direct(kernel, mask, q, k, v)
     if isinstance(direct, str):
@@ -361,11 +390,15 @@ def measure(kernel: str, mask_name: str, seqlen: int, direction: str, args, warm
     if warm_only:
         return {**row, "status": "warmed"}
     device = torch.device(args.device)
+    repeat = calls_per_round(step, device, args)
     times: dict[str, list[float]] = {name: [] for name in step}
+    calls: dict[str, list[float]] = {name: [] for name in step}
     for _ in range(args.rounds):
-        for name, fn in step.items():
-            times[name].append(statistics.median(time_ms(fn, device, args.warmup, args.repeat)))
-    ms = {name: statistics.median(t) for name, t in times.items()}
+        for name, t in time_interleaved(step, device, args.warmup, repeat).items():
+            times[name].append(statistics.median(t))
+            calls[name].extend(t)
+    ms = {name: statistics.median(t) for name, t in calls.items()}
+    row["calls_per_side"] = len(calls["plugin"])
     flops = attention_flops(mask.area, hq, args.head_dim, 1, direction)
     row.update(status="ok", plugin_ms=ms["plugin"], direct_ms=ms["direct"], ratio=ms["direct"] / ms["plugin"],
                plugin_rounds_ms=times["plugin"], direct_rounds_ms=times["direct"],
@@ -442,7 +475,10 @@ def main() -> None:
     parser.add_argument("--device", default="cuda", help="cuda; cpu only tests this script (flex forward, sdpa)")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=2, help="alternate plugin and direct this many times")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of interleaved calls (plugin, direct, ...)")
+    parser.add_argument("--target-ms", type=float, default=300.0,
+                        help="raise --repeat so that each side of a round runs about this long")
+    parser.add_argument("--max-repeat", type=int, default=100)
     parser.add_argument("--max-minutes", type=float, default=None, help="start no case after this many minutes")
     parser.add_argument("--against", default=None, help="for flex rows: also time this kernel plugin (e.g. flashmask)")
     parser.add_argument("--prewarm", type=int, default=0, help="compile every case first in this many processes")

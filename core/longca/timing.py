@@ -48,6 +48,40 @@ def time_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, rep
     return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
 
+def time_interleaved(fns: dict[str, Callable[[], object]], device: torch.device, warmup: int = 2,
+                     repeat: int = 20, flush_l2: bool = True) -> dict[str, list[float]]:
+    """Milliseconds of `repeat` calls of each fn, the fns taking turns call by call (A B A B ...).
+
+    Comparing two calls of the same kernel (a plugin and the library called directly) needs
+    their difference, not their absolute times: alternating every call exposes both to the same
+    clock, temperature and allocator state, which blocks of calls one after the other do not.
+    """
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    synchronize(device)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    if device.type != "cuda":
+        for _ in range(repeat):
+            for name, fn in fns.items():
+                start = time.perf_counter()
+                fn()
+                times[name].append((time.perf_counter() - start) * 1e3)
+        return times
+    events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                     for _ in range(repeat)] for name in fns}
+    for i in range(repeat):
+        for name, fn in fns.items():
+            if flush_l2:
+                _flush(device)
+            start_event, end_event = events[name][i]
+            start_event.record()
+            fn()
+            end_event.record()
+    torch.cuda.synchronize(device)
+    return {name: [s.elapsed_time(e) for s, e in pairs] for name, pairs in events.items()}
+
+
 def host_ms(fn: Callable[[], object], device: torch.device) -> tuple[float, object]:
     """Wall time of one call (device synchronised around it) and its result."""
     synchronize(device)
