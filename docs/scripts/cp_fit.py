@@ -13,7 +13,7 @@ from pathlib import Path
 
 from longca.cp.calibrate import call_overhead_misses, fit_call_overhead
 from longca.cp.costmodel import FIT_PATH, fit_rows, read_rows, save_fits
-from longca.cp.simulate import pricing_for
+from longca.cp.simulate import MERGE_BYTES_MEASURED_ROWS, pricing_for
 from longca.cp.topology import preset
 from longca.plugins import get_registry
 
@@ -28,7 +28,9 @@ def main(paths: list[Path]) -> None:
     inner = {n for n in registry.names("kernels")  # kernels a strategy can call
              if registry.kernel(n).forward_lse is not None and registry.kernel(n).backward_lse is not None}
     fits = {k: by for k, by in fit_rows(read_rows(paths), registry).items() if k in inner}
-    misses = call_overhead_misses(read_rows([CP_ROWS]), pricing_for("fa2", fits, preset("h200-sxm")))
+    # those rows ran the merge before it was compiled: priced with its bytes, the overhead is the calls' own
+    misses = call_overhead_misses(read_rows([CP_ROWS]), pricing_for("fa2", fits, preset("h200-sxm"),
+                                                                     merge_bytes=MERGE_BYTES_MEASURED_ROWS))
     overhead = {**fit_call_overhead(misses), "rows": len(misses), "source": str(CP_ROWS.relative_to(ROOT))}
     print(f"per-call overhead of CP steps: {overhead}")
     save_fits(fits, FIT_PATH, [str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p) for p in paths],

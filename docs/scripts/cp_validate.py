@@ -21,7 +21,7 @@ import numpy as np
 
 from longca.cp.calibrate import call_overhead_misses, fit_call_overhead, row_problem, simulate_row
 from longca.cp.costmodel import load_fits, pair_table, read_rows, table_features
-from longca.cp.simulate import Grid, Pricing, default_pricing, simulate_grid
+from longca.cp.simulate import MERGE_BYTES_MEASURED_ROWS, Grid, Pricing, default_pricing, simulate_grid
 from longca.cp.topology import preset
 from longca.problem import build_mask
 
@@ -41,6 +41,7 @@ def pct(a: float, b: float) -> float:
 def own_rows(lines: list[str]) -> dict:
     rows = read_rows(OWN)
     pricing = default_pricing("fa2", preset("h200-sxm"))
+    pricing.merge_bytes = MERGE_BYTES_MEASURED_ROWS  # these rows were measured before the merge was compiled
     misses = call_overhead_misses(rows, pricing)
     lines += ["## (a) longca's own measured rows (fa2 inside, H200)", "",
               "Each row re-simulated with its own mask draws, options and direction (h200-sxm preset). The "
@@ -57,7 +58,8 @@ def own_rows(lines: list[str]) -> dict:
         mem = "- | -"
         if row.get("strategy"):
             overhead = fit_call_overhead(misses, leave_out=next((r for r, _ in misses if r is row), None))
-            sim = simulate_row(row, Pricing(pricing.fwd, pricing.bwd, pricing.topology, False, overhead))
+            sim = simulate_row(row, Pricing(pricing.fwd, pricing.bwd, pricing.topology, False, overhead,
+                                                    pricing.merge_bytes))
             got = sim["ms_median"]
             if row.get("peak_mem_bytes") and sim["peak_mem_bytes"]:
                 memory.append(pct(sim["peak_mem_bytes"], row["peak_mem_bytes"]))

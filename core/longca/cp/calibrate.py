@@ -40,7 +40,7 @@ def cp_rows(rows: Iterable[dict[str, Any]], world_above: int = 1) -> list[dict[s
 
 def call_overhead_misses(rows: Iterable[dict[str, Any]], pricing: Pricing) -> list[tuple[dict, float]]:
     """(row, missing ms per call of the busiest rank) for CP rows with more than one call per rank."""
-    bare = Pricing(pricing.fwd, pricing.bwd, pricing.topology, pricing.calibrated, None)
+    bare = Pricing(pricing.fwd, pricing.bwd, pricing.topology, pricing.calibrated, None, pricing.merge_bytes)
     out = []
     for row in cp_rows(rows):
         sim = simulate_row(row, bare)

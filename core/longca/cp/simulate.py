@@ -33,9 +33,14 @@ from .costmodel import KernelFit, kernel_fit, table_features, tflops
 from .schedule import ELEMENT_BYTES, GatherSchedule, RankCalls, RingSchedule, Schedule
 from .topology import Topology
 
-# bytes moved per output element by the float32 lse merge of one call (`merge.merge_`: read and write the
-# float32 accumulator twice, the call's output once, its float copy and weights) and by a gradient sum
-MERGE_BYTES, GRAD_BYTES, CAST_BYTES = 34, 10, 6
+# bytes moved per output element by the float32 lse merge of one call on CUDA (`merge.merge_`: its tensor
+# operations compiled into one pass that reads the float32 accumulator and the call's output and writes the
+# accumulator; 18 eager) and by a gradient sum
+MERGE_BYTES, GRAD_BYTES, CAST_BYTES = 10, 10, 6
+# the merge longca's measured CP rows (docs/results/h200x2, docs/context-parallel) ran: before the compiled
+# merge, a float copy of the output and separate multiply and add (34 bytes per element); they are
+# re-simulated (and the per-call overhead fitted from them) with this figure
+MERGE_BYTES_MEASURED_ROWS = 34
 # device-memory bytes moved per byte of a collective by the copies around it in `comm`: the all-to-all
 # makes its input contiguous and permutes its output (read + write each); the all-gather's output is
 # reordered into the global sequence (`Layout.assemble`); the reduce-scatter's input is stacked first
@@ -46,13 +51,16 @@ COPY_BYTES = {"all_to_all": 4, "all_gather": 2, "reduce_scatter": 2}
 class Pricing:
     """How calls and transfers are priced. `call_overhead_ms`: the host and bookkeeping cost of each
     inner call beyond a lone one (cropping, packing, the Python of the step), per direction; fitted
-    from measured two-GPU rows (`costmodel.fit_call_overhead`)."""
+    from measured two-GPU rows (`costmodel.fit_call_overhead`). `merge_bytes`: memory traffic per output
+    element of one lse merge (the code's, `MERGE_BYTES`; `MERGE_BYTES_MEASURED_ROWS` for rows measured
+    before the compiled merge)."""
 
     fwd: KernelFit
     bwd: KernelFit
     topology: Topology
     calibrated: bool = False
     call_overhead_ms: Optional[dict[str, float]] = None
+    merge_bytes: int = MERGE_BYTES
 
 
 def _step_times(rc: RankCalls, pricing: Pricing, problem: Problem) -> tuple[np.ndarray, np.ndarray, float]:
@@ -69,7 +77,7 @@ def _step_times(rc: RankCalls, pricing: Pricing, problem: Problem) -> tuple[np.n
     order = np.lexsort((np.arange(len(t)), rc.step, t.qi))
     first = np.zeros(len(t), dtype=bool)  # the first call on a query run copies, the later ones merge
     first[order[np.r_[True, t.qi[order][1:] != t.qi[order][:-1]]] if len(t) else order] = True
-    per_row = np.where(first, CAST_BYTES, MERGE_BYTES)
+    per_row = np.where(first, CAST_BYTES, pricing.merge_bytes)
     merge = 0.0 if single else per_row * rows * rc.heads_q * elem / hbm
     grads = 0.0 if single else GRAD_BYTES * (rows * rc.heads_q + 2 * keys * rc.heads_kv) * elem / hbm
     extra = pricing.call_overhead_ms or {}
@@ -252,9 +260,9 @@ def simulate_schedule(sched: Schedule, area: float, pricing: Pricing) -> dict[st
 
 
 def pricing_for(kernel: str, fits, topology: Topology, calibrated: bool = False,
-                call_overhead_ms: Optional[dict[str, float]] = None) -> Pricing:
+                call_overhead_ms: Optional[dict[str, float]] = None, merge_bytes: int = MERGE_BYTES) -> Pricing:
     return Pricing(kernel_fit(fits, kernel, "fwd"), kernel_fit(fits, kernel, "bwd"), topology, calibrated,
-                   call_overhead_ms)
+                   call_overhead_ms, merge_bytes)
 
 
 def default_pricing(kernel: str, topology: Topology, fit_path=None, results=None, calibrated: bool = False) -> Pricing:
