@@ -1,16 +1,23 @@
-"""flashmask against FlexAttention, side by side in one run, on the heterogeneous masks.
+"""flashmask against FlexAttention, side by side in one run; flashmask's split and fused backward.
 
 Both kernels are measured through `longca.measure.run_problem` on the same problems (same mask
-draw, same inputs, same timing: CUDA events, L2 flushed, median). `flex` is the `flex` plugin
-when it is installed; otherwise (or with `--flex builtin`) this script registers its own
-compiled FlexAttention, whose BlockMask comes from `create_block_mask` over a mask_mod built
-from the same FlashMask column bounds. Writes results.jsonl, table.md, plot.png and run.json.
+draw, same inputs, same timing: CUDA events, L2 flushed, median). `--flex direct` (the default)
+times the hand-written direct Flex call of `benchmarks/plugin_vs_direct.py` (its attention-gym
+style mask_mod, `create_block_mask`, compiled `flex_attention`), what a Flex user runs;
+`--flex plugin` the `flex` plugin; `--flex builtin` this script's compiled FlexAttention over a
+mask_mod built from the FlashMask column bounds. `--no-flex` times flashmask alone (no Flex
+compiles: fast). `--bwd split,fused` times each flashmask backward (configs.py:
+split = dK/dV then dQ kernel, fused = dQ by atomics in the dK/dV pass); the forward is the same
+for both and is timed once. Writes results.jsonl, table.md, plot.png and run.json.
 
-    python benchmarks/flashmask_vs_flex.py --out results/flashmask_vs_flex --tune
+    python benchmarks/flashmask_vs_flex.py --out results/fm --no-flex --masks all --seqlens 16k,32k,48k
+    python benchmarks/flashmask_vs_flex.py --out results/fm_vs_flex --masks all --seqlens 16k,32k,48k
+    python benchmarks/flashmask_vs_flex.py --out results/fm_tune --no-flex --tune --seqlens 16k
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import math
@@ -27,7 +34,7 @@ from longca.measure import RunOptions, run_problem
 from longca.masks.catalog import STATIC_MASKS
 from longca.plugins import PluginInfo, Registry, get_registry
 from longca.problem import Problem, build_mask, make_inputs
-from longca.sizes import parse_heads, parse_size
+from longca.sizes import format_size, parse_heads, parse_size
 from longca.specs import KernelSpec
 from longca.timing import summarize, time_ms
 
@@ -35,8 +42,14 @@ log = logging.getLogger("flashmask_vs_flex")
 HETEROGENEOUS = ("share_question", "causal_blockwise", "prefix_lm_causal", "prefix_lm_document",
                  "global_sliding_window", "block_causal_document")
 MASKS = HETEROGENEOUS + ("causal_document",)
-# --tune: backward schedules tried on the H200 (the tiles were swept in an earlier run, see the README)
+BWD_MODES = ("split", "fused")
+# --tune: split backward schedules tried on the H200 (the tiles were swept in an earlier run, see the README)
 BWD_CANDIDATES = [dict(dkv_head_minor=m, bwd_streams=s) for m in (0, 1) for s in (1, 2)]
+# --tune: fused backward tiles (fused_m x fused_n, warps, stages) and the dK/dV loop order
+FUSED_CANDIDATES = [dict(fused_m=m, fused_n=n, fused_warps=w, fused_stages=st, dkv_head_minor=hm)
+                    for m, n, w, st, hm in ((64, 128, 8, 2, 1), (64, 128, 8, 3, 1), (64, 128, 8, 2, 0),
+                                            (32, 128, 4, 2, 1), (32, 128, 8, 3, 1), (64, 64, 4, 2, 1),
+                                            (128, 128, 8, 2, 1))]
 
 
 # ---------------------------------------------------------------- FlexAttention fallback
@@ -77,19 +90,43 @@ def builtin_flex_spec() -> KernelSpec:
                                       "compiled; benchmarks/flashmask_vs_flex.py builtin)")
 
 
+def direct_flex_spec() -> KernelSpec:
+    """The hand-written direct Flex call of benchmarks/plugin_vs_direct.py as a kernel spec."""
+    import torch._functorch.config as functorch_config
+
+    path = Path(__file__).resolve().parent / "plugin_vs_direct.py"
+    loader = importlib.util.spec_from_file_location("plugin_vs_direct", path)
+    assert loader is not None and loader.loader is not None
+    pvd = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(pvd)
+    functorch_config.donated_buffer = False  # run_problem repeats backward over one graph
+
+    return KernelSpec(name="flex", family="dense", masks=STATIC_MASKS,
+                      prepare=lambda problem, mask, q, k, v: pvd.flex_direct(mask, q, k, v),
+                      run=lambda direct, q, k, v: direct(q, k, v),
+                      description="direct Flex call (benchmarks/plugin_vs_direct.py: user mask_mod, "
+                                  "create_block_mask, compiled flex_attention)",
+                      dtypes=("bfloat16", "float16", "float32"), devices=("cuda",),
+                      backend=lambda: f"torch.nn.attention.flex_attention (torch {torch.__version__}, "
+                                      "compiled; direct call of benchmarks/plugin_vs_direct.py)")
+
+
 def choose_flex(registry: Registry, mode: str) -> str:
-    """Use the flex plugin if installed (and asked), else register the builtin one; returns a label."""
+    """Register the Flex to compare with (`direct`, `builtin`, or keep the `flex` plugin); returns a label.
+
+    `auto`: the plugin if installed, else the builtin one."""
     installed = "flex" in registry.entries["kernels"]
     if mode == "plugin" and not installed:
         raise SystemExit("--flex plugin: the flex plugin is not installed (pip install -e plugins/flex)")
-    if installed and mode != "builtin":
+    if installed and mode in ("plugin", "auto"):
         return "plugin"
     if installed:
         del registry.entries["kernels"]["flex"]
     info = PluginInfo(name="flashmask_vs_flex", distribution="benchmarks/flashmask_vs_flex.py", version="0",
                       module=__name__)
-    registry._add("kernels", builtin_flex_spec(), info)  # noqa: SLF001 - a benchmark-local kernel
-    return "builtin"
+    spec = direct_flex_spec() if mode == "direct" else builtin_flex_spec()
+    registry._add("kernels", spec, info)  # noqa: SLF001 - a benchmark-local kernel
+    return "direct" if mode == "direct" else "builtin"
 
 
 # ---------------------------------------------------------------- tuning
@@ -114,17 +151,18 @@ def _time(spec: KernelSpec, problem: Problem, warmup: int, repeat: int) -> float
     return summarize(time_ms(step, device, warmup, repeat))[0]
 
 
-def tune(registry: Registry, base: Problem, masks: list[str]) -> tuple[dict[str, int], list[str]]:
-    """Pick the fastest backward schedule (BWD_CANDIDATES) on `masks` at the base problem's size."""
+def tune(registry: Registry, base: Problem, masks: list[str], mode: str) -> tuple[dict[str, int], list[str]]:
+    """The fastest backward setting of one mode (BWD_CANDIDATES split, FUSED_CANDIDATES fused) on `masks`."""
     from longca_plugin_flashmask import configs
 
     spec = registry.kernel("flashmask")
-    lines = [f"backward, S={base.seqlen}, masks {', '.join(masks)}", "",
+    candidates = BWD_CANDIDATES if mode == "split" else FUSED_CANDIDATES
+    lines = [f"{mode} backward, S={base.seqlen}, masks {', '.join(masks)}", "",
              "| setting | ms (sum over masks) |", "|---|---|"]
     results = []
-    for cand in BWD_CANDIDATES:
+    for cand in candidates:
         try:
-            with configs.override(**cand):
+            with configs.override(**cand, bwd_fused=configs.BWD_MODES[mode]):
                 ms = sum(_time(spec, base.with_(mask=m, direction="bwd"), 3, 10) for m in masks)
         except Exception as exc:  # noqa: BLE001 - a setting that fails is skipped
             log.warning("%s failed: %s", cand, str(exc).splitlines()[0][:200])
@@ -134,38 +172,48 @@ def tune(registry: Registry, base: Problem, masks: list[str]) -> tuple[dict[str,
         print(lines[-1], flush=True)
     ms, best = min(results)
     chosen = dict(best) if math.isfinite(ms) else {}
-    lines.append(f"\nchosen: {chosen}")
+    lines.append(f"\nchosen: {chosen}\n")
     return chosen, lines
 
 
 # ---------------------------------------------------------------- measurement and outputs
 
 
-def measure(registry: Registry, base: Problem, masks: list[str], seqlens: list[int], options: RunOptions,
-            f) -> list[dict[str, Any]]:
-    """Both kernels, forward and backward, on every mask and length; rows appended to the file f."""
+def measure(registry: Registry, base: Problem, masks: list[str], seqlen: int, options: RunOptions,
+            settings: dict[str, dict[str, int]], with_flex: bool, f) -> list[dict[str, Any]]:
+    """flashmask forward, its backward in each mode of `settings` (mode -> config override), and Flex
+    forward and backward unless not `with_flex`, on every mask at one length; rows appended to the file f."""
+    from longca_plugin_flashmask import configs
+
+    cases = []
+    for mask in masks:
+        first = next(iter(settings.values()))
+        cases.append(("flashmask", "flashmask", "fwd", mask, first))
+        cases += [(f"flashmask-{mode}", "flashmask", "bwd", mask, over) for mode, over in settings.items()]
+        if with_flex:
+            cases += [("flex", "flex", d, mask, {}) for d in ("fwd", "bwd")]
     rows = []
-    for seqlen in seqlens:
-        for mask in masks:
-            for kernel in ("flashmask", "flex"):
-                for direction in ("fwd", "bwd"):
-                    problem = base.with_(kernel=kernel, mask=mask, seqlen=seqlen, direction=direction)
-                    start = time.perf_counter()
-                    row = run_problem(problem, options, registry).as_dict()
-                    row["wall_s"] = round(time.perf_counter() - start, 2)
-                    rows.append(row)
-                    f.write(json.dumps(row, default=str) + "\n")
-                    f.flush()
-                    tf = row.get("tflops")
-                    print(f"{mask:22s} {seqlen:6d} {kernel:9s} {direction} {row['status']:11s} "
-                          f"{(tf or 0):7.1f} TFLOP/s  {row.get('ms_median') or 0:9.3f} ms  "
-                          f"({row['wall_s']} s) {row.get('reason') or ''}", flush=True)
+    for label, kernel, direction, mask, over in cases:
+        problem = base.with_(kernel=kernel, mask=mask, seqlen=seqlen, direction=direction)
+        start = time.perf_counter()
+        with configs.override(**over):
+            row = run_problem(problem, options, registry).as_dict()
+        row.update(label=label, wall_s=round(time.perf_counter() - start, 2))
+        if kernel == "flashmask":
+            row["flashmask_config"] = over
+        rows.append(row)
+        f.write(json.dumps(row, default=str) + "\n")
+        f.flush()
+        tf = row.get("tflops")
+        print(f"{mask:22s} {seqlen:6d} {label:16s} {direction} {row['status']:11s} "
+              f"{(tf or 0):7.1f} TFLOP/s  {row.get('ms_median') or 0:9.3f} ms  "
+              f"({row['wall_s']} s) {row.get('reason') or ''}", flush=True)
     return rows
 
 
-def _get(rows, kernel, mask, seqlen, direction) -> Optional[dict]:
+def _get(rows, label, mask, seqlen, direction) -> Optional[dict]:
     for r in rows:
-        if (r["kernel"], r["mask"], r["seqlen"], r["direction"]) == (kernel, mask, seqlen, direction):
+        if (r["label"], r["mask"], r["seqlen"], r["direction"]) == (label, mask, seqlen, direction):
             return r
     return None
 
@@ -174,22 +222,34 @@ def _tf(row: Optional[dict]) -> Optional[float]:
     return row.get("tflops") if row and row.get("status") == "ok" else None
 
 
-def table(rows, masks, seqlens) -> tuple[str, list[dict]]:
-    """Markdown table of TFLOP/s and flashmask/flex ratios; and the ratios as records."""
-    lines = ["| mask | S | flashmask fwd | flex fwd | fwd ratio | flashmask bwd | flex bwd | bwd ratio |",
-             "|---|---|---|---|---|---|---|---|"]
+def _cell(x: Optional[float], fmt: str) -> str:
+    return format(x, fmt) if x else "-"
+
+
+def table(rows, masks, seqlens, modes) -> tuple[str, list[dict]]:
+    """Markdown table of TFLOP/s and ratios (flashmask / flex; fused / split); and the ratios as records."""
+    head = ["mask", "S", "flashmask fwd", "flex fwd", "fwd ratio"]
+    head += [f"bwd {m}" for m in modes] + ["flex bwd"] + [f"{m} / flex" for m in modes]
+    if set(BWD_MODES) <= set(modes):
+        head.append("fused / split")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     ratios = []
     for mask in masks:
         for seqlen in seqlens:
-            cells, rec = [], {"mask": mask, "seqlen": seqlen}
-            for direction in ("fwd", "bwd"):
-                a = _tf(_get(rows, "flashmask", mask, seqlen, direction))
-                b = _tf(_get(rows, "flex", mask, seqlen, direction))
-                ratio = a / b if a and b else None
-                rec[direction] = ratio
-                cells += [f"{a:.1f}" if a else "-", f"{b:.1f}" if b else "-", f"{ratio:.2f}" if ratio else "-"]
+            fwd = _tf(_get(rows, "flashmask", mask, seqlen, "fwd"))
+            flex_fwd = _tf(_get(rows, "flex", mask, seqlen, "fwd"))
+            bwd = {m: _tf(_get(rows, f"flashmask-{m}", mask, seqlen, "bwd")) for m in modes}
+            flex_bwd = _tf(_get(rows, "flex", mask, seqlen, "bwd"))
+            rec = {"mask": mask, "seqlen": seqlen, "fwd": fwd / flex_fwd if fwd and flex_fwd else None}
+            rec.update({m: bwd[m] / flex_bwd if bwd[m] and flex_bwd else None for m in modes})
+            cells = [mask, format_size(seqlen), _cell(fwd, ".1f"), _cell(flex_fwd, ".1f"), _cell(rec["fwd"], ".3f")]
+            cells += [_cell(bwd[m], ".1f") for m in modes] + [_cell(flex_bwd, ".1f")]
+            cells += [_cell(rec[m], ".3f") for m in modes]
+            if set(BWD_MODES) <= set(modes):
+                rec["fused/split"] = bwd["fused"] / bwd["split"] if bwd["fused"] and bwd["split"] else None
+                cells.append(_cell(rec["fused/split"], ".3f"))
             ratios.append(rec)
-            lines.append(f"| {mask} | {seqlen // 1024}K | " + " | ".join(cells) + " |")
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n", ratios
 
 
@@ -199,28 +259,34 @@ def plot(rows, masks, seqlens, path: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    labels = sorted({r["label"] for r in rows})
+    styles = dict(zip(labels, ("o-", "s--", "^-.", "d:")))
     fig, axes = plt.subplots(2, len(masks), figsize=(3.2 * len(masks), 6), sharey="row", squeeze=False)
     for col, mask in enumerate(masks):
         for row_i, direction in enumerate(("fwd", "bwd")):
             ax = axes[row_i][col]
-            for kernel, style in (("flashmask", "o-"), ("flex", "s--")):
+            for label in labels:
                 xs, ys = [], []
                 for s in seqlens:
-                    tf = _tf(_get(rows, kernel, mask, s, direction))
+                    tf = _tf(_get(rows, label, mask, s, direction))
                     if tf:
-                        xs.append(s // 1024)
+                        xs.append(s / 1024)
                         ys.append(tf)
-                ax.plot(xs, ys, style, label=kernel)
+                if xs:
+                    ax.plot(xs, ys, styles.get(label, "x-"), label=label)
             ax.set_title(f"{mask}\n{direction}", fontsize=9)
-            ax.set_xticks([s // 1024 for s in seqlens])
+            ax.set_xticks([s / 1024 for s in seqlens])
             ax.set_xlabel("S (K tokens)", fontsize=8)
             ax.grid(alpha=0.3)
             if col == 0:
                 ax.set_ylabel("TFLOP/s")
-    axes[0][0].legend(fontsize=8)
+    for ax in axes.flat:
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def environment(flex_mode: str, registry: Registry) -> dict[str, Any]:
@@ -241,64 +307,90 @@ def environment(flex_mode: str, registry: Registry) -> dict[str, Any]:
     except OSError:
         commit = ""
     info["git_commit"] = commit if len(commit) == 40 else None  # a copy without .git has none
-    info["backends"] = {k: registry.kernel(k).backend() for k in ("flashmask", "flex")}
+    kernels = ("flashmask", "flex") if flex_mode != "none" else ("flashmask",)
+    info["backends"] = {k: registry.kernel(k).backend() for k in kernels}
     return info
+
+
+def _names(text: str, known: tuple[str, ...], what: str) -> list[str]:
+    names = list(known) if text.strip() == "all" else [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise SystemExit(f"unknown {what} {', '.join(unknown) or '(none)'}; known: {', '.join(known)} (or all)")
+    return names
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--seqlens", default="8k,16k,32k,48k")
-    parser.add_argument("--masks", default=",".join(MASKS))
+    parser.add_argument("--masks", default=",".join(MASKS), help="comma-separated, or all (the 12 static masks)")
     parser.add_argument("--heads", default="64:8")
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--flex", choices=("auto", "plugin", "builtin"), default="auto")
-    parser.add_argument("--tune", action="store_true", help="pick flashmask's tiles first (at --tune-seqlen)")
+    parser.add_argument("--device", default="cuda", help="cuda; cpu only tests this script (TRITON_INTERPRET=1)")
+    parser.add_argument("--flex", choices=("direct", "plugin", "builtin", "auto"), default="direct",
+                        help="direct: the hand-written call of plugin_vs_direct.py (default)")
+    parser.add_argument("--no-flex", action="store_true", help="flashmask only: no Flex rows, no Flex compiles")
+    parser.add_argument("--bwd", default="split,fused", help="flashmask backward modes to time: split, fused")
+    parser.add_argument("--tune", action="store_true",
+                        help="pick each backward mode's setting first (at --tune-seqlen on --tune-masks)")
     parser.add_argument("--tune-seqlen", default="16k")
     parser.add_argument("--tune-masks", default="share_question,causal_blockwise,prefix_lm_causal")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
+    masks = _names(args.masks, STATIC_MASKS, "mask")
+    modes = _names(args.bwd, BWD_MODES, "backward mode")
+    tune_masks = _names(args.tune_masks, STATIC_MASKS, "mask")
+    try:
+        seqlens = [parse_size(s) for s in args.seqlens.split(",")]
+        tune_seqlen = parse_size(args.tune_seqlen)
+        hq, hkv = parse_heads(args.heads)
+    except Exception as exc:  # noqa: BLE001 - bad input is one line
+        raise SystemExit(f"bad size: {exc}") from None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     registry = get_registry()
-    flex_mode = choose_flex(registry, args.flex)
-    hq, hkv = parse_heads(args.heads)
-    masks = [m.strip() for m in args.masks.split(",") if m.strip()]
-    seqlens = [parse_size(s) for s in args.seqlens.split(",")]
+    flex_mode = "none" if args.no_flex else choose_flex(registry, args.flex)
     base = Problem(kernel="flashmask", mask=masks[0], seqlen=seqlens[0], heads_q=hq, heads_kv=hkv,
-                   head_dim=args.head_dim, dtype=args.dtype, device="cuda", seed=args.seed)
+                   head_dim=args.head_dim, dtype=args.dtype, device=args.device, seed=args.seed)
     env = environment(flex_mode, registry)
     print(json.dumps(env), flush=True)
-
-    best: dict[str, int] = {}
-    if args.tune:
-        best, lines = tune(registry, base.with_(seqlen=parse_size(args.tune_seqlen)),
-                           [m.strip() for m in args.tune_masks.split(",")])
-        (out / "tuning.md").write_text("\n".join(lines) + "\n")
     from longca_plugin_flashmask import configs
 
-    env["flashmask_config"] = {**vars(configs.config(args.head_dim, "cuda", max(seqlens))), **best}
+    settings = {mode: {"bwd_fused": configs.BWD_MODES[mode]} for mode in modes}
+    if args.tune:
+        tuning = []
+        for mode in modes:
+            best, lines = tune(registry, base.with_(seqlen=tune_seqlen), tune_masks, mode)
+            settings[mode].update(best)
+            tuning += lines
+        (out / "tuning.md").write_text("\n".join(tuning))
+    mode_name = "interpreter" if args.device == "cpu" else "cuda"
+    env["flashmask_config"] = vars(configs.config(args.head_dim, mode_name, max(seqlens)))
+    env["flashmask_backward_settings"] = settings
     (out / "run.json").write_text(json.dumps(env, indent=1, default=str) + "\n")
     options = RunOptions(warmup=args.warmup, repeat=args.repeat, samples=1)
     title = (f"flashmask vs flex ({flex_mode}), {env.get('gpu', '?')}, {args.dtype}, heads {args.heads}, "
              f"head_dim {args.head_dim}")
     rows: list[dict[str, Any]] = []
-    with configs.override(**best), (out / "results.jsonl").open("w") as f:
+    with (out / "results.jsonl").open("w") as f:
         for seqlen in seqlens:  # outputs rewritten after each length: an interrupted run keeps them
-            rows += measure(registry, base, masks, [seqlen], options, f)
-            text, ratios = table(rows, masks, seqlens)
+            rows += measure(registry, base, masks, seqlen, options, settings, not args.no_flex, f)
+            text, ratios = table(rows, masks, seqlens, modes)
             (out / "table.md").write_text(f"{title}\n\n{text}")
             plot(rows, masks, seqlens, out / "plot.png", title)
-    hetero = [r for r in ratios if r["mask"] in HETEROGENEOUS and r["seqlen"] >= 16384]
-    summary = {d: min((r[d] for r in hetero if r[d]), default=None) for d in ("fwd", "bwd")}
     print(title)
     print(text)
-    print(f"worst ratio on heterogeneous masks at S >= 16K: fwd {summary['fwd']}, bwd {summary['bwd']}")
+    if not args.no_flex:
+        for key in ("fwd", *modes):
+            worst = min(((r[key], r["mask"], r["seqlen"]) for r in ratios if r[key] and r["seqlen"] >= 16384),
+                        default=None)
+            print(f"lowest flashmask/flex ratio at S >= 16K, {key}: {worst}")
 
 
 if __name__ == "__main__":

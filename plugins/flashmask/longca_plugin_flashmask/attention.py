@@ -121,9 +121,7 @@ def backward(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     lse = lse.float().contiguous()
     delta = torch.empty_like(lse)
     lse2 = torch.empty_like(lse)
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    cols = plan.tiles("cols", cfg.dkv_m, cfg.dkv_n)
-    rows = plan.tiles("rows", cfg.dq_m, cfg.dq_n)
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
     common = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
               v.stride(0), v.stride(1), v.stride(2), dout.stride(0), dout.stride(1), dout.stride(2))
     kern = _kernels(q.device.type)
@@ -131,15 +129,28 @@ def backward(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     kern.bwd_preprocess_kernel[(batch * heads, -(-sq // pre_m))](
         out, dout, lse, delta, lse2, out.stride(0), out.stride(1), out.stride(2),
         dout.stride(0), dout.stride(1), dout.stride(2), sq, H=heads, D=dim, BM=pre_m)
-    def launch_dkdv() -> None:
+
+    def launch_dkdv(dq_acc: Optional[torch.Tensor], bm: int, bn: int, warps: int, stages: int) -> None:
+        """The dK/dV kernel; given a float32 dq_acc, it also adds dQ there (the fused backward)."""
+        cols = plan.tiles("cols", bm, bn)
+        dq_arg = dq_acc if dq_acc is not None else dk  # unused without FUSED_DQ
         kern.bwd_dkdv_kernel[(batch * heads_kv, cols.order.numel())](
-            q, k, v, dout, lse2, delta, dk, dv, plan.bounds, cols.cnt, cols.idx, cols.order,
+            q, k, v, dout, lse2, delta, dk, dv, dq_arg, plan.bounds, cols.cnt, cols.idx, cols.order,
             scale, scale * LOG2E, *common,
             dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
-            sq, sk, cols.inner, H=heads, GROUP=group, D=dim, BM=cfg.dkv_m, BN=cfg.dkv_n,
-            EVEN_M=sq % cfg.dkv_m == 0, EVEN_N=sk % cfg.dkv_n == 0, HEAD_MINOR=bool(cfg.dkv_head_minor),
-            num_warps=cfg.dkv_warps, num_stages=cfg.dkv_stages,
+            dq_arg.stride(0), dq_arg.stride(1), dq_arg.stride(2),
+            sq, sk, cols.inner, H=heads, GROUP=group, D=dim, BM=bm, BN=bn,
+            EVEN_M=sq % bm == 0, EVEN_N=sk % bn == 0, HEAD_MINOR=bool(cfg.dkv_head_minor),
+            FUSED_DQ=dq_acc is not None, num_warps=warps, num_stages=stages,
         )
+
+    if cfg.bwd_fused:
+        dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+        launch_dkdv(dq_acc, cfg.fused_m, cfg.fused_n, cfg.fused_warps, cfg.fused_stages)
+        return dq_acc.to(dtype), dk.to(dtype), dv.to(dtype)
+
+    dq = torch.empty_like(q)
+    rows = plan.tiles("rows", cfg.dq_m, cfg.dq_n)
 
     def launch_dq() -> None:
         kern.bwd_dq_kernel[(batch * heads, rows.order.numel())](
@@ -151,10 +162,13 @@ def backward(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
             num_warps=cfg.dq_warps, num_stages=cfg.dq_stages,
         )
 
+    def launch_split_dkdv() -> None:
+        launch_dkdv(None, cfg.dkv_m, cfg.dkv_n, cfg.dkv_warps, cfg.dkv_stages)
+
     if cfg.bwd_streams > 1 and q.is_cuda:
-        _side_by_side(launch_dkdv, launch_dq, (dk, dv))
+        _side_by_side(launch_split_dkdv, launch_dq, (dk, dv))
     else:
-        launch_dkdv()
+        launch_split_dkdv()
         launch_dq()
     return dq.to(dtype), dk.to(dtype), dv.to(dtype)
 
@@ -205,6 +219,9 @@ def prepare_plan(bounds, q: torch.Tensor, k: torch.Tensor) -> Plan:
     plan = make_plan(bounds, q.shape[1], k.shape[1], q.device)
     cfg = config(q.shape[-1], _mode(), max(q.shape[1], k.shape[1]))
     plan.tiles("rows", cfg.fwd_m, cfg.fwd_n)
-    plan.tiles("cols", cfg.dkv_m, cfg.dkv_n)
-    plan.tiles("rows", cfg.dq_m, cfg.dq_n)
+    if cfg.bwd_fused:
+        plan.tiles("cols", cfg.fused_m, cfg.fused_n)
+    else:
+        plan.tiles("cols", cfg.dkv_m, cfg.dkv_n)
+        plan.tiles("rows", cfg.dq_m, cfg.dq_n)
     return plan

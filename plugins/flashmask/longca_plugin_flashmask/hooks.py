@@ -105,7 +105,15 @@ def backend() -> str:
     except Exception:  # noqa: BLE001
         version = "missing"
     mode = "interpreter" if interpreting() else "gpu"
-    return f"longca_plugin_flashmask.triton (triton {version}, {mode})"
+    return f"longca_plugin_flashmask.triton (triton {version}, {mode}, backward {backward_mode()})"
+
+
+def backward_mode() -> str:
+    """"split" or "fused": the backward the GPU table, LONGCA_FLASHMASK_BWD and any override pick."""
+    from .configs import BWD_MODES, config
+
+    fused = config(128, "interpreter" if interpreting() else "cuda", 128).bwd_fused
+    return next(name for name, value in BWD_MODES.items() if value == fused)
 
 
 def spec() -> KernelSpec:

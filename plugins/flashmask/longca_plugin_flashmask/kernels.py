@@ -1,5 +1,8 @@
 """Triton kernels of the FlashMask attention: forward, backward preprocessing, dK/dV and dQ.
 
+The backward runs split (a dK/dV kernel, then a dQ kernel) or fused (the dK/dV kernel with
+FUSED_DQ, adding dQ with atomics); `configs.py` says which.
+
 Every kernel walks, per row block (forward, dQ) or per column block (dK/dV), the tile lists
 built in `plan.py` from the per-block min/max of the column bounds, in two phases unrolled at
 compile time (`tl.static_range(2)`): phase 0 the *partial* tiles, where the per-element mask is
@@ -128,15 +131,22 @@ def bwd_preprocess_kernel(Out, DO, LSE, DELTA, LSE2,
 
 
 @triton.jit
-def bwd_dkdv_kernel(Q, K, V, DO, LSE2, DELTA, DK, DV, BOUNDS, CNT, IDX, ORDER, sm_scale, scale_log2,
+def bwd_dkdv_kernel(Q, K, V, DO, LSE2, DELTA, DK, DV, DQ, BOUNDS, CNT, IDX, ORDER, sm_scale, scale_log2,
                     stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
                     stride_vb, stride_vs, stride_vh, stride_dob, stride_dos, stride_doh,
                     stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs, stride_dvh,
+                    stride_dqb, stride_dqs, stride_dqh,
                     SQ, SK, NQB,
                     H, GROUP: tl.constexpr, D: tl.constexpr,
                     BM: tl.constexpr, BN: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr,
-                    HEAD_MINOR: tl.constexpr):
-    """One program: dK, dV of BN key columns of one (batch, KV head), summed over its GROUP query heads."""
+                    HEAD_MINOR: tl.constexpr, FUSED_DQ: tl.constexpr):
+    """One program: dK, dV of BN key columns of one (batch, KV head), summed over its GROUP query heads.
+
+    With FUSED_DQ the program also adds each tile's share of dQ, dS @ K, into the float32 buffer
+    DQ (zeroed by the caller) with atomics: one pass over the tiles instead of a second dQ kernel
+    that recomputes P and dP. Key blocks of the same query rows add in any order, so dQ's float32
+    sums are not bitwise reproducible run to run. Without it DQ and its strides are unused.
+    """
     off_bk = tl.program_id(0)
     kb = tl.load(ORDER + tl.program_id(1))
     hkv = H // GROUP
@@ -205,8 +215,16 @@ def bwd_dkdv_kernel(Q, K, V, DO, LSE2, DELTA, DK, DV, BOUNDS, CNT, IDX, ORDER, s
                 delta = tl.load(delta_ptrs)
             dv = tl.dot(pT.to(do.dtype), do, dv)
             dpT = tl.dot(v, tl.trans(do))
-            dsT = pT * (dpT - delta[None, :])
-            dk = tl.dot(dsT.to(q.dtype), q, dk)
+            dsT = (pT * (dpT - delta[None, :])).to(q.dtype)
+            dk = tl.dot(dsT, q, dk)
+            if FUSED_DQ:
+                dq = tl.dot(tl.trans(dsT), k) * sm_scale
+                dq_ptrs = (DQ + (b64 * stride_dqb + h * stride_dqh + row0.to(tl.int64) * stride_dqs)
+                           + (offs_m[:, None] * stride_dqs + dims[None, :]))
+                if phase == 0 and not EVEN_M:
+                    tl.atomic_add(dq_ptrs, dq, mask=in_q[:, None], sem="relaxed")
+                else:
+                    tl.atomic_add(dq_ptrs, dq, sem="relaxed")
     dk = dk * sm_scale
     dk_ptrs = (DK + (b64 * stride_dkb + hk * stride_dkh + col0 * stride_dks)
                + (offs_n[:, None] * stride_dks + dims[None, :]))

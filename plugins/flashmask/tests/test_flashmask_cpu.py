@@ -96,6 +96,70 @@ def test_head_minor_backward_order():
     assert max(errors.values()) < TOL, errors
 
 
+@pytest.fixture
+def fused(monkeypatch):
+    """The fused backward (dQ by atomics in the dK/dV pass), with the split path's dQ kernel gone,
+    so a test that passes cannot have run it."""
+    from longca_plugin_flashmask import configs, kernels
+
+    def no_dq_kernel(*args, **kwargs):
+        raise AssertionError("the fused backward launched the separate dQ kernel")
+
+    monkeypatch.setattr(kernels, "bwd_dq_kernel", no_dq_kernel)
+    with configs.override(bwd_fused=1):
+        yield
+
+
+@pytest.mark.parametrize("name", STATIC_MASKS)
+def test_fused_backward(name, fused):
+    """Every static mask through the fused backward, GQA 4:2 (two query heads add to each dK/dV)."""
+    errors = compare(small_slices(name), *inputs(1, S, S, 4, 2, 64, torch.bfloat16, seed=4), S, S)
+    assert max(errors.values()) < TOL, errors
+
+
+@pytest.mark.parametrize("head_minor", (0, 1))
+def test_fused_backward_ragged_gqa(head_minor, fused):
+    """Fused: fp16, batch 2, a ragged length (masked atomics on the tail rows), GQA 4:1, both loop orders."""
+    from longca_plugin_flashmask import configs
+
+    n = 100
+    slices = sl.as_array([(0, 40, 0, 40, sl.CAUSAL), (40, n, 0, 40, sl.FULL), (40, n, 40, n, sl.CAUSAL)])
+    with configs.override(dkv_head_minor=head_minor):
+        errors = compare(slices, *inputs(2, n, n, 4, 1, 64, torch.float16, seed=5), n, n)
+    assert max(errors.values()) < TOL, errors
+
+
+def test_fused_cp_primitive_empty_rows(fused):
+    """backward_lse through the fused path on a crop with Sq != Sk and rows that see nothing (dQ 0)."""
+    part = sl.crop(small_slices("causal_document", 192), (64, 160), (0, 128), relative=True)
+    empty = sl.as_array([s for s in sl.crop(part, (0, 96), (0, 128), relative=True).tolist() if s[0] >= 16])
+    q, k, v = inputs(1, 96, 128, 4, 2, 64, torch.bfloat16, seed=6)
+    out, lse = reference.forward_lse(q, k, v, empty)
+    dout = torch.randn_like(out)
+    got = backward_lse(dout, q, k, v, out, lse, empty)
+    want = reference.backward_lse(dout, q, k, v, out, lse, empty)
+    assert got[0][:, :16].abs().max() == 0
+    for g, w in zip(got, want):
+        assert rel_err(g, w) < TOL
+
+
+def test_backward_mode_from_environment(monkeypatch):
+    from longca_plugin_flashmask import configs
+
+    monkeypatch.delenv(configs.ENV_BWD, raising=False)
+    assert configs.config(128, "cuda", 16384).bwd_fused == configs.GPU[128].bwd_fused
+    monkeypatch.setenv(configs.ENV_BWD, "fused")
+    assert configs.config(128, "cuda", 16384).bwd_fused == 1
+    assert configs.config(64, "interpreter", 128).bwd_fused == 1
+    with configs.override(bwd_fused=0):  # a tuning script's override wins over the environment
+        assert configs.config(128, "cuda", 16384).bwd_fused == 0
+    monkeypatch.setenv(configs.ENV_BWD, "Split")
+    assert configs.config(128, "cuda", 16384).bwd_fused == 0
+    monkeypatch.setenv(configs.ENV_BWD, "atomic")
+    with pytest.raises(ValueError, match="LONGCA_FLASHMASK_BWD='atomic': expected one of split, fused"):
+        configs.config(128, "cuda", 16384)
+
+
 def test_plan_classification_is_exact():
     """Skipped tiles are exactly the empty ones and full tiles exactly the unmasked ones."""
     for name in STATIC_MASKS:

@@ -1,0 +1,47 @@
+"""benchmarks/flashmask_vs_flex.py on the CPU (Triton's interpreter, in a subprocess, since triton
+fixes its mode at import): a flashmask-only run times the split and the fused backward and writes
+their rows and the table; bad input is one line and a non-zero exit."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+pytest.importorskip("longca_plugin_flashmask")
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "flashmask_vs_flex.py"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1"}
+    env.pop("LONGCA_FLASHMASK_BWD", None)
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def test_flashmask_only_run_times_split_and_fused(tmp_path):
+    from longca_plugin_flashmask.hooks import interpreter_problem
+
+    if interpreter_problem():
+        pytest.skip(interpreter_problem())
+    res = _run("--out", str(tmp_path), "--no-flex", "--device", "cpu", "--masks", "prefix_lm_causal",
+               "--seqlens", "128", "--heads", "2:1", "--head-dim", "64", "--warmup", "0", "--repeat", "1")
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [(r["label"], r["direction"], r["status"]) for r in rows] == [
+        ("flashmask", "fwd", "ok"), ("flashmask-split", "bwd", "ok"), ("flashmask-fused", "bwd", "ok")]
+    assert [r["backend"].endswith(f"backward {m})") for r, m in zip(rows[1:], ("split", "fused"))] == [True, True]
+    table = (tmp_path / "table.md").read_text()
+    assert "| bwd split | bwd fused |" in table and "fused / split" in table
+    assert json.loads((tmp_path / "run.json").read_text())["flashmask_backward_settings"]["fused"] == {"bwd_fused": 1}
+
+
+def test_bad_input_is_one_line(tmp_path):
+    res = _run("--out", str(tmp_path), "--no-flex", "--device", "cpu", "--bwd", "atomic")
+    assert res.returncode != 0
+    assert res.stderr.strip().splitlines() == ["unknown backward mode atomic; known: split, fused (or all)"]
