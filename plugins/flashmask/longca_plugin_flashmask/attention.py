@@ -141,7 +141,8 @@ def backward(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
             dq_arg.stride(0), dq_arg.stride(1), dq_arg.stride(2),
             sq, sk, cols.inner, H=heads, GROUP=group, D=dim, BM=bm, BN=bn,
             EVEN_M=sq % bm == 0, EVEN_N=sk % bn == 0, HEAD_MINOR=bool(cfg.dkv_head_minor),
-            FUSED_DQ=dq_acc is not None, num_warps=warps, num_stages=stages,
+            FUSED_DQ=dq_acc is not None, ROTATE=dq_acc is not None and bool(cfg.fused_rotate),
+            num_warps=warps, num_stages=stages,
         )
 
     if cfg.bwd_fused:

@@ -42,6 +42,7 @@ class Config:
     fused_n: int = 128
     fused_warps: int = 8
     fused_stages: int = 2
+    fused_rotate: int = 0  # fused: 1 = each key block walks its query blocks from a different start
 
 
 # head_dim 128: the fastest of the sweeps on the H200 (docs/results/h200/flashmask/tuning_*.md);
@@ -59,7 +60,7 @@ def interpreter_config(seqlen: int) -> Config:
     """Tiles of about an eighth of the sequence (16 to 128): many tiles, few interpreted steps."""
     n = min(128, max(32, 1 << max(0, (seqlen // 8) - 1).bit_length()))
     return Config(n, n, 4, 1, n // 2, n, 4, 1, n, n // 2, 4, 1, fused_m=n // 2, fused_n=n, fused_warps=4,
-                  fused_stages=1)
+                  fused_stages=1, fused_rotate=1)
 
 
 def env_bwd_fused() -> Optional[int]:

@@ -139,13 +139,15 @@ def bwd_dkdv_kernel(Q, K, V, DO, LSE2, DELTA, DK, DV, DQ, BOUNDS, CNT, IDX, ORDE
                     SQ, SK, NQB,
                     H, GROUP: tl.constexpr, D: tl.constexpr,
                     BM: tl.constexpr, BN: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr,
-                    HEAD_MINOR: tl.constexpr, FUSED_DQ: tl.constexpr):
+                    HEAD_MINOR: tl.constexpr, FUSED_DQ: tl.constexpr, ROTATE: tl.constexpr):
     """One program: dK, dV of BN key columns of one (batch, KV head), summed over its GROUP query heads.
 
     With FUSED_DQ the program also adds each tile's share of dQ, dS @ K, into the float32 buffer
     DQ (zeroed by the caller) with atomics: one pass over the tiles instead of a second dQ kernel
     that recomputes P and dP. Key blocks of the same query rows add in any order, so dQ's float32
     sums are not bitwise reproducible run to run. Without it DQ and its strides are unused.
+    ROTATE starts each key block's walk at a different place in its lists (query block kb mod n),
+    so that programs running side by side add into different dQ rows.
     """
     off_bk = tl.program_id(0)
     kb = tl.load(ORDER + tl.program_id(1))
@@ -187,6 +189,8 @@ def bwd_dkdv_kernel(Q, K, V, DO, LSE2, DELTA, DK, DV, DQ, BOUNDS, CNT, IDX, ORDE
             else:  # one head's query blocks back to back
                 j = t % n
                 g = t // n
+            if ROTATE:
+                j = (j + kb) % n
             h = hk * GROUP + g
             row0 = tl.load(idx_base + j) * BM
             rows = row0 + offs_m

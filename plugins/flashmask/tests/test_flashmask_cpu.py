@@ -117,14 +117,15 @@ def test_fused_backward(name, fused):
     assert max(errors.values()) < TOL, errors
 
 
-@pytest.mark.parametrize("head_minor", (0, 1))
-def test_fused_backward_ragged_gqa(head_minor, fused):
-    """Fused: fp16, batch 2, a ragged length (masked atomics on the tail rows), GQA 4:1, both loop orders."""
+@pytest.mark.parametrize(("head_minor", "rotate"), ((0, 1), (1, 0)))
+def test_fused_backward_ragged_gqa(head_minor, rotate, fused):
+    """Fused: fp16, batch 2, a ragged length (masked atomics on the tail rows), GQA 4:1, both loop
+    orders, walks rotated or not."""
     from longca_plugin_flashmask import configs
 
     n = 100
     slices = sl.as_array([(0, 40, 0, 40, sl.CAUSAL), (40, n, 0, 40, sl.FULL), (40, n, 40, n, sl.CAUSAL)])
-    with configs.override(dkv_head_minor=head_minor):
+    with configs.override(dkv_head_minor=head_minor, fused_rotate=rotate):
         errors = compare(slices, *inputs(2, n, n, 4, 1, 64, torch.float16, seed=5), n, n)
     assert max(errors.values()) < TOL, errors
 
