@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from longca import reference
-from longca.cp.calls import pair_calls
+from longca.cp.calls import pair_calls, pair_table
 from longca.cp.hybrid import default_head_degree, heads_unsupported, hybrid_unsupported, kv_repeat
-from longca.cp.layout import Layout, contiguous, merge_runs, subdivide, zigzag
+from longca.cp.layout import Layout, contiguous, doc_zigzag, document_bounds, make_layout, merge_runs, subdivide, zigzag
 from longca.cp.merge import OutputAccumulator, merge_
 from longca.errors import UnsupportedError
 from longca.masks import slices as sl
@@ -68,16 +68,45 @@ def test_calls_reassemble_the_mask_between_any_two_ranks(mask_name):
                       mask_params={"window": 20} if "window" in mask_name else {})
     mask = build_mask(problem)
     dense = mask.dense()
-    for lay in (zigzag(seqlen, 4), contiguous(seqlen, 2), subdivide(zigzag(seqlen, 2), 2)):
+    layouts = (zigzag(seqlen, 4), contiguous(seqlen, 2), subdivide(zigzag(seqlen, 2), 2),
+               make_layout("doc_zigzag", seqlen, 4, mask.slices))
+    for lay, merged in [(lay, False) for lay in layouts] + [(layouts[-1], True)]:
         for i in range(lay.world_size):
             for j in range(lay.world_size):
                 rows, cols = _global_index(lay, i), _global_index(lay, j)
                 got = np.zeros((len(rows), len(cols)), dtype=bool)
-                for c in pair_calls(mask.slices, lay.runs[i], lay.runs[j]):
+                calls = pair_table(mask.slices, lay.runs[i], lay.runs[j], merged).calls()
+                assert not merged or len(calls) <= 1  # one varlen call per pair of buffers
+                for c in calls:
                     block = sl.dense(c.slices, (0, c.q1 - c.q0), (0, c.k1 - c.k0))
                     assert not (got[c.q0:c.q1, c.k0:c.k1] & block).any(), "calls overlap"
                     got[c.q0:c.q1, c.k0:c.k1] |= block
                 assert np.array_equal(got, dense[np.ix_(rows, cols)]), (mask_name, lay, i, j)
+
+
+def test_document_bounds_are_the_independent_blocks():
+    docs = np.cumsum([0, 10, 3, 20, 31])
+    causal_docs = np.array([(a, b, a, b, sl.CAUSAL) for a, b in zip(docs[:-1], docs[1:])])
+    assert document_bounds(causal_docs, 64).tolist() == docs.tolist()
+    assert document_bounds(np.array([(0, 64, 0, 64, sl.CAUSAL)]), 64).tolist() == [0, 64]
+    # a block that sees an earlier one (share_question-like) joins it
+    joined = np.concatenate([causal_docs, [(13, 33, 0, 10, sl.FULL)]])
+    assert document_bounds(joined, 64).tolist() == [0, 33, 64]
+
+
+def test_doc_zigzag_cuts_every_document_in_2r_pieces():
+    bounds = np.cumsum([0, 10, 3, 20, 31])
+    lay = doc_zigzag(64, 2, bounds)  # 2R = 4 pieces: documents of 10, 3, 20, 31 -> pieces of 2, 0, 5, 7
+    assert lay.local_len == 32
+    held = [set(_global_index(lay, r).tolist()) for r in range(2)]
+    for a, n in ((0, 2), (13, 5), (33, 7)):  # rank 0: pieces 0 and 3, rank 1: pieces 1 and 2
+        assert set(range(a, a + n)) | set(range(a + 3 * n, a + 4 * n)) <= held[0]
+        assert set(range(a + n, a + 3 * n)) <= held[1]
+    # one document is the sequence-level zigzag; the leftovers (here 2, 3, 0 and 3 tokens) are shared out
+    assert doc_zigzag(64, 4, [0, 64]).runs == zigzag(64, 4).runs
+    assert doc_zigzag(64, 4, bounds).local_len == 16
+    with pytest.raises(UnsupportedError):
+        doc_zigzag(36, 4, [0, 36])
 
 
 def test_documents_do_cross_zigzag_chunks_in_the_tests():

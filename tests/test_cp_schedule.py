@@ -55,7 +55,8 @@ def test_vectorised_calls_are_the_exact_crops(mask):
 
 
 CASES = [("ulysses", {}), ("ring-p2p", {}), ("ring-allgather", {}), ("usp", {"ulysses_degree": 2}),
-         ("loongtrain", {"head_degree": 1, "windows": 2})]
+         ("loongtrain", {"head_degree": 1, "windows": 2}), ("ring-p2p", {"layout": "doc_zigzag"}),
+         ("usp", {"ulysses_degree": 2, "layout": "doc_zigzag"})]
 
 
 def _problem(strategy, world=4, mask="causal_document"):

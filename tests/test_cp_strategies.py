@@ -19,6 +19,9 @@ MASKS = ("full", "causal", "full_document", "causal_document")
 EXTRA_MASKS = ("sliding_window", "sliding_window_causal", "share_question", "causal_blockwise", "prefix_lm_causal",
                "prefix_lm_document", "global_sliding_window")
 TOLERANCE = 1e-5
+# the per-document layout (its documents' leftovers included: uniform lengths are rarely multiples of 2R)
+DOC_LAYOUT = (("ring-p2p", {}), ("ring-allgather", {}), ("usp", {}), ("loongtrain", {"head_degree": 1, "windows": 2}))
+DOC_MASKS = ("causal_document", "full_document", "causal")
 SEQLEN = 256
 
 
@@ -38,6 +41,7 @@ def _cases(world: int) -> list[dict]:
         cases += [_case("ulysses", "causal_document", heads=(8, 2)),  # KV heads repeated 4 times
                   _case("usp", "causal_document", {"ulysses_degree": 4}, heads=(8, 2)),
                   _case("loongtrain", "causal", {"head_degree": 2, "windows": 2}, heads=(8, 1))]
+        cases += [_case(s, "causal_document", {**o, "layout": "doc_zigzag"}) for s, o in grids[::2]]
         return cases
     cases = [_case(s, m) for s in STRATEGIES for m in MASKS]
     if world == 4:
@@ -49,6 +53,7 @@ def _cases(world: int) -> list[dict]:
         cases += [_case(s, m) for s in ("ring-p2p", "ring-allgather") for m in EXTRA_MASKS]
         cases += [_case("loongtrain", "share_question", {"head_degree": 1, "windows": 2})]
         cases += [_case("ring-p2p", "causal_document", direction="fwd")]
+        cases += [_case(s, m, {**o, "layout": "doc_zigzag"}) for s, o in DOC_LAYOUT for m in DOC_MASKS]
     return cases
 
 

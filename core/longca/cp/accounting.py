@@ -54,9 +54,11 @@ def rank_totals(schedule: Schedule) -> RankTotals:
     heads_q = schedule.problem.heads_q
     area, calls = np.zeros(world), np.zeros(world, dtype=np.int64)
     for rep, ranks in schedule.classes():
-        rc = schedule.rank_calls(rep)
-        area[ranks] = float(rc.table.area.sum()) * rc.heads_q / heads_q
-        calls[ranks] = len(rc.table)
+        if rep not in schedule.totals:  # (simulating the schedule made them already)
+            schedule.rank_calls(rep)
+        rep_area, rep_calls, rep_heads = schedule.totals[rep]
+        area[ranks] = float(rep_area) * rep_heads / heads_q
+        calls[ranks] = rep_calls
     fwd, bwd = np.zeros(world, dtype=np.int64), np.zeros(world, dtype=np.int64)
     for rank in range(world):
         for op in schedule.comm(rank):

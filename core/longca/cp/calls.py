@@ -112,13 +112,19 @@ def band_pieces(q0, q1, k0, k1, dlo, dhi) -> tuple[np.ndarray, np.ndarray]:
     return band, np.column_stack([a, b, pk0, pk1, kind]).astype(np.int64)
 
 
-def pair_table(mask_slices: np.ndarray, q_runs: Sequence[Run], k_runs: Sequence[Run]) -> CallTable:
-    """The non-empty calls of a query buffer made of `q_runs` against a key buffer made of `k_runs`."""
+def pair_table(mask_slices: np.ndarray, q_runs: Sequence[Run], k_runs: Sequence[Run],
+               merged: bool = False) -> CallTable:
+    """The non-empty calls of a query buffer made of `q_runs` against a key buffer made of `k_runs`.
+
+    One call per (query run, key run) pair; with `merged`, one call for the two buffers, its slices in
+    their local coordinates (a varlen call over every document, as TransformerEngine's THD path makes).
+    """
     k = _offsets(k_runs)
-    return _table(mask_slices, _offsets(q_runs), k, np.zeros(len(k), dtype=np.int64))
+    return _table(mask_slices, _offsets(q_runs), k, np.zeros(len(k), dtype=np.int64), merged)
 
 
-def _table(mask_slices: np.ndarray, qo: np.ndarray, ko: np.ndarray, owner: np.ndarray) -> CallTable:
+def _table(mask_slices: np.ndarray, qo: np.ndarray, ko: np.ndarray, owner: np.ndarray,
+           merged: bool = False) -> CallTable:
     arr = sl.as_array(mask_slices)
     si, qi = _overlapping(qo[:, 1:], arr[:, 0], arr[:, 1])
     if len(si):
@@ -133,10 +139,52 @@ def _table(mask_slices: np.ndarray, qo: np.ndarray, ko: np.ndarray, owner: np.nd
     band, pieces = band_pieces(np.maximum(s[:, 0], qo[qi, 1]), np.minimum(s[:, 1], qo[qi, 2]),
                                np.maximum(s[:, 2], ko[kj, 1]), np.minimum(s[:, 3], ko[kj, 2]), dlo, dhi)
     pq, pk, ps = qi[band], kj[band], si[band]
+    if merged:  # one call per key buffer: pieces in local coordinates of the whole buffers, rows in order
+        pieces[:, 0:2] += (qo[pq, 0] - qo[pq, 1])[:, None]
+        pieces[:, 2:4] += (ko[pk, 0] - ko[pk, 1])[:, None]
+        order = np.lexsort((pieces[:, 2], pieces[:, 0], owner[pk]))
+        pk, pieces = _coalesce(_first_run_of(owner, owner[pk[order]]), pieces[order])
+        pq = np.zeros(len(pk), dtype=np.int64)
+        new = np.ones(len(pq), dtype=bool)
+        new[1:] = pk[1:] != pk[:-1]
+        return _grouped(pq, pk, pieces, new, np.zeros((len(qo), 3), dtype=np.int64),
+                        np.zeros((len(ko), 3), dtype=np.int64))
     order = np.lexsort((np.arange(len(band)), ps, pk, pq, owner[pk]))  # buffer, query run, key run, slice, piece
     pq, pk, pieces = pq[order], pk[order], pieces[order]
     new = np.ones(len(pq), dtype=bool)
     new[1:] = (pq[1:] != pq[:-1]) | (pk[1:] != pk[:-1])  # (a key run belongs to one buffer)
+    return _grouped(pq, pk, pieces, new, qo, ko)
+
+
+def _coalesce(buffer: np.ndarray, pieces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Join pieces on the same rows whose keys continue each other (full, full, ..., full or causal):
+    the key pieces of a block that lie side by side in its buffer become the one band they are (as
+    flashplan's `merge_bands` joins them for the kernel). Pieces sorted by buffer, rows, keys."""
+    if len(pieces) < 2:
+        return buffer, pieces
+    prev, cur = pieces[:-1], pieces[1:]
+    joins = ((buffer[1:] == buffer[:-1]) & (cur[:, 0] == prev[:, 0]) & (cur[:, 1] == prev[:, 1])
+             & (cur[:, 2] == prev[:, 3]) & (prev[:, 4] == sl.FULL) & np.isin(cur[:, 4], (sl.FULL, sl.CAUSAL)))
+    if not joins.any():
+        return buffer, pieces
+    starts = np.flatnonzero(np.r_[True, ~joins])
+    ends = np.r_[starts[1:], len(pieces)] - 1
+    out = pieces[starts].copy()
+    out[:, 3], out[:, 4] = pieces[ends, 3], pieces[ends, 4]
+    return buffer[starts], out
+
+
+def _first_run_of(owner: np.ndarray, buffers: np.ndarray) -> np.ndarray:
+    """The index of each buffer's first key run (a merged call names its buffer through it)."""
+    first = np.full(int(owner.max()) + 1 if len(owner) else 0, -1, dtype=np.int64)
+    first[owner[::-1]] = np.arange(len(owner))[::-1]
+    return first[buffers]
+
+
+def _grouped(pq: np.ndarray, pk: np.ndarray, pieces: np.ndarray, new: np.ndarray, qo: np.ndarray,
+             ko: np.ndarray) -> CallTable:
+    """The calls of pieces sorted by call (`new` marks each call's first piece); `qo`/`ko` shift a
+    run's piece coordinates to its buffer's (zeros when they are in buffer coordinates already)."""
     first = np.flatnonzero(new)
     start = np.append(first, len(pq)).astype(np.int64)
     group = np.cumsum(new) - 1
@@ -174,13 +222,15 @@ def key_buffers(sources: Sequence[Sequence[Run]]) -> tuple[np.ndarray, np.ndarra
 
 
 def sources_table(mask_slices: np.ndarray, q_runs: Sequence[Run], sources: Sequence[Sequence[Run]],
-                  buffers: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[CallTable, np.ndarray]:
+                  buffers: tuple[np.ndarray, np.ndarray] | None = None,
+                  merged: bool = False) -> tuple[CallTable, np.ndarray]:
     """Calls of one query buffer against several key buffers at once (a ring's blocks).
 
     Returns the table and, per call, the index of its source buffer; key coordinates are local
     to that source's buffer, exactly as `pair_calls(mask, q_runs, sources[j])` gives them.
     `buffers` is `key_buffers(sources)`, to compute once when many query buffers use the same sources.
+    `merged`: one call per source buffer (see `pair_table`).
     """
     ko, owner = buffers if buffers is not None else key_buffers(sources)
-    table = _table(mask_slices, _offsets(q_runs), ko, owner)
+    table = _table(mask_slices, _offsets(q_runs), ko, owner, merged)
     return table, owner[table.ki]

@@ -23,11 +23,11 @@ from ..masks.mask import Mask
 from ..problem import Problem
 from .comm import group_ranks, head_to_seq, seq_to_head, subgroup
 from .inner import InnerKernel
+from .layout import LAYOUTS
 from .plan import CPPlan
 from .ring import RingPlan, ring_attention, ring_plan
 from .schedule import RingSchedule, kv_repeat  # noqa: F401 - kv_repeat is part of this module's API
 
-LAYOUTS = ("zigzag", "contiguous")
 
 
 def heads_unsupported(heads_q: int, heads_kv: int, degree: int) -> Optional[str]:
@@ -51,10 +51,10 @@ def hybrid_unsupported(problem: Problem, head_degree: int, windows: int, layout:
     reason = heads_unsupported(problem.heads_q, problem.heads_kv, head_degree)
     if reason:
         return reason
-    need = math.lcm(2 * ring, world) if layout == "zigzag" else world
+    need = math.lcm(2 * ring, world) if layout != "contiguous" else world
     if problem.seqlen % need:
         return (f"sequence length {problem.seqlen} is not a multiple of {need} "
-                f"({'2 x ring size and world size' if layout == 'zigzag' else 'world size'}, {layout} layout)")
+                f"({'2 x ring size and world size' if layout != 'contiguous' else 'world size'}, {layout} layout)")
     return None
 
 

@@ -10,15 +10,24 @@ equal chunks and ring rank i holds chunks i and 2R-1-i, whatever the documents a
 that cross a chunk edge are cut there; their mask is cropped exactly by `longca.masks.slices.crop`,
 so any document lengths are correct. The sequence length must be a multiple of 2R (and of the
 world size), which `zigzag` checks.
+
+Document zigzag (`doc_zigzag`) is the *per-document* layout of TransformerEngine's THD format, which
+the ring baselines of MagiAttention's CP benchmark use: every document (an independent block of
+the mask, `document_bounds`) is cut into 2R equal pieces and ring rank i holds pieces i and 2R-1-i
+of each, so every rank gets the same share of every document's work. Where TE pads each document
+to a multiple of 2R, longca cannot add tokens: the < 2R tokens a document leaves over are laid out
+by a sequence-level zigzag of their own, so every rank still holds S / R tokens.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Optional, Sequence
 
+import numpy as np
 import torch
 
 from ..errors import UnsupportedError
+from ..masks import slices as sl
 
 Run = tuple[int, int]
 
@@ -126,10 +135,61 @@ def subdivide(layout: Layout, parts: int) -> Layout:
     return Layout(layout.seqlen, tuple(out))
 
 
-def make_layout(kind: str, seqlen: int, parts: int) -> Layout:
-    """`zigzag` or `contiguous`."""
+def document_bounds(mask_slices: np.ndarray, seqlen: int) -> np.ndarray:
+    """The edges of the mask's independent blocks: 0, every p where no query of [0, p) sees a key of
+    [p, S) or the reverse, and S. For document masks these are the documents; full and causal are one."""
+    arr = sl.as_array(mask_slices)
+    if not len(arr):
+        return np.array([0, seqlen], dtype=np.int64)
+    lo, hi = np.minimum(arr[:, 0], arr[:, 2]), np.maximum(arr[:, 1], arr[:, 3])  # the rows and keys a slice spans
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], hi[order]
+    reach = np.maximum.accumulate(hi)  # the furthest any slice starting at or before lo[i] spans
+    cuts = lo[1:][lo[1:] >= reach[:-1]]  # a slice starts where none before it reaches past
+    return np.unique(np.concatenate([[0], cuts, [seqlen]]).astype(np.int64))
+
+
+def doc_zigzag(seqlen: int, parts: int, bounds: Sequence[int] | np.ndarray) -> Layout:
+    """Per document: 2R equal pieces, rank r holds pieces r and 2R-1-r; the leftovers zigzagged together."""
+    if seqlen % (2 * parts):
+        raise UnsupportedError(f"doc_zigzag layout: sequence length {seqlen} is not a multiple of 2 x {parts} "
+                               f"ring ranks; use a multiple of {2 * parts} or the contiguous layout")
+    edges = np.asarray(bounds, dtype=np.int64)
+    starts, lengths = edges[:-1], np.diff(edges)
+    piece = lengths // (2 * parts)
+    runs: list[list[Run]] = [[] for _ in range(parts)]
+    for r in range(parts):
+        for j in (r, 2 * parts - 1 - r):
+            a = starts + j * piece
+            runs[r] += [(int(x), int(y)) for x, y in zip(a[piece > 0], (a + piece)[piece > 0])]
+    # the leftover tokens of every document (its last L mod 2R), one after another, zigzagged over the ranks
+    left0, left1 = starts + 2 * parts * piece, starts + lengths
+    keep = left1 > left0
+    left0, left1 = left0[keep], left1[keep]
+    offsets = np.concatenate([[0], np.cumsum(left1 - left0)])
+    chunk = int(offsets[-1]) // (2 * parts)
+    for r in range(parts):
+        for j in (r, 2 * parts - 1 - r):
+            lo, hi = j * chunk, (j + 1) * chunk  # a range of the leftovers' own sequence, back to global runs
+            first, last = np.searchsorted(offsets, lo, "right") - 1, np.searchsorted(offsets, hi, "left")
+            for d in range(max(int(first), 0), min(int(last), len(left0))):
+                a = max(lo, offsets[d]) - offsets[d] + left0[d]
+                b = min(hi, offsets[d + 1]) - offsets[d] + left0[d]
+                runs[r].append((int(a), int(b)))
+    return Layout(seqlen, tuple(merge_runs(sorted(r)) for r in runs))
+
+
+LAYOUTS = ("zigzag", "contiguous", "doc_zigzag")
+
+
+def make_layout(kind: str, seqlen: int, parts: int, mask_slices: Optional[np.ndarray] = None) -> Layout:
+    """`zigzag`, `contiguous` or `doc_zigzag` (which needs the mask's slices to find its documents)."""
     if kind == "zigzag":
         return zigzag(seqlen, parts)
     if kind == "contiguous":
         return contiguous(seqlen, parts)
-    raise UnsupportedError(f"unknown layout {kind!r}; known: zigzag, contiguous")
+    if kind == "doc_zigzag":
+        if mask_slices is None:
+            raise ValueError("the doc_zigzag layout needs the mask's slices")
+        return doc_zigzag(seqlen, parts, document_bounds(mask_slices, seqlen))
+    raise UnsupportedError(f"unknown layout {kind!r}; known: {', '.join(LAYOUTS)}")

@@ -21,6 +21,7 @@ from ..flops import attention_flops
 from ..plugins import Registry, get_registry
 from ..problem import Problem, build_mask
 from .accounting import schedule_of
+from .schedule import RingSchedule
 from .costmodel import KernelFit
 from .simulate import Pricing, resolve_for, simulate_schedule
 from .topology import Topology
@@ -52,17 +53,19 @@ def _divisors(n: int) -> list[int]:
 def variants(strategy: str, world: int, heads_q: int, gpus_per_node: int) -> list[dict[str, Any]]:
     """The option sets tried for a strategy (empty: its defaults only)."""
     local = [d for d in _divisors(world) if d <= gpus_per_node and heads_q % d == 0]
+    ring_layouts = [{"layout": "zigzag"}, {"layout": "doc_zigzag"}]
     if strategy in ("ring-p2p", "ring-allgather"):
-        return [{"layout": "zigzag"}, {"layout": "contiguous"}]
+        return ring_layouts + [{"layout": "contiguous"}]
     if strategy == "usp":
-        return [{"ulysses_degree": d} for d in local if 1 < d < world] or [{}]
-    if strategy == "loongtrain":
-        out: list[dict[str, Any]] = []
+        grids = [{"ulysses_degree": d} for d in local if 1 < d < world]
+    elif strategy == "loongtrain":
+        grids = []
         for d in local:
             ring = world // d
-            out += [{"head_degree": d, "windows": w} for w in _divisors(ring) if 1 < w < ring and w <= 8]
-        return out or [{}]
-    return [{}]
+            grids += [{"head_degree": d, "windows": w} for w in _divisors(ring) if 1 < w < ring and w <= 8]
+    else:
+        return [{}]
+    return [{**g, **lay} for g in grids or [{}] for lay in ring_layouts]
 
 
 def _err(fit: KernelFit) -> float:
@@ -160,6 +163,7 @@ def recommend(setting: Setting, pricings: dict[str, Optional[Pricing]], topology
     draws = setting.samples if registry.mask(setting.mask).uses_documents else 1
     masks = [build_mask(base, i, registry) for i in range(max(1, draws))]
     memory = topology.memory_gb * 1e9
+    shared_tables: dict[tuple, dict] = {}
     for strategy in names:
         for given in variants(strategy, setting.gpus, setting.heads_q, topology.gpus_per_node):
             problem = base.with_(strategy=strategy)
@@ -169,8 +173,10 @@ def recommend(setting: Setting, pricings: dict[str, Optional[Pricing]], topology
             except UnsupportedError as exc:
                 lines += [Line(k, strategy, given, "unsupported", str(exc)) for k in usable]
                 continue
-            for sched in schedules:
+            for i, sched in enumerate(schedules):
                 sched.memo = {}
+                if isinstance(sched, RingSchedule):  # the same calls for every head degree and window count
+                    sched.tables = shared_tables.setdefault((i, sched.ring_size, sched.layout_kind), {})
             for kernel, pricing in usable.items():
                 line = Line(kernel, strategy, options, error_pct=max(_err(pricing.fwd), _err(pricing.bwd))
                             + CP_MODEL_ERR_PCT)

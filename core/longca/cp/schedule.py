@@ -65,9 +65,17 @@ class RankCalls:
     heads_q: int
     heads_kv: int
     steps: int
+    features: dict = field(default_factory=dict, compare=False, repr=False)  # the cost model's, made once
 
     def calls_of_step(self, step: int) -> list[Call]:
         return self.table.calls(self.step == step)
+
+
+def merged_calls(layout_kind: str) -> bool:
+    """Whether a layout's calls are one per (query buffer, key buffer): the per-document layout holds two
+    pieces of every document, so per-run calls would be thousands a step; its implementations (TE's THD
+    path) make one varlen call over all documents instead. The other layouts call per pair of runs."""
+    return layout_kind == "doc_zigzag"
 
 
 def kv_repeat(heads_q: int, heads_kv: int, degree: int) -> int:
@@ -92,11 +100,15 @@ class RingSchedule:
     layout: Layout = field(init=False)
     _buffers: Optional[tuple] = field(init=False, default=None)
     memo: Optional[dict] = field(default=None, repr=False)  # a dict: keep every rank's calls (pricing them often)
+    # a dict: keep every position's call table; schedules of one mask, ring size and layout may share it
+    # (their calls are the same, only the step order differs with the windows)
+    tables: Optional[dict] = field(default=None, repr=False)
+    totals: dict = field(default_factory=dict, repr=False)  # rank -> (area, calls, heads) of each rank_calls made
 
     def __post_init__(self) -> None:
         world = self.problem.world_size
         self.ring_size = world // self.head_degree
-        self.ring_layout = make_layout(self.layout_kind, self.problem.seqlen, self.ring_size)
+        self.ring_layout = make_layout(self.layout_kind, self.problem.seqlen, self.ring_size, self.mask_slices)
         self.layout = subdivide(self.ring_layout, self.head_degree)
         self.kv_repeat = kv_repeat(self.problem.heads_q, self.problem.heads_kv, self.head_degree)
 
@@ -127,10 +139,15 @@ class RingSchedule:
 
     def position_calls(self, position: int) -> tuple[CallTable, np.ndarray]:
         """The calls of a position against every source block, and each call's source."""
+        if self.tables is not None and position in self.tables:
+            return self.tables[position]
         if self._buffers is None:
             self._buffers = key_buffers(self.ring_layout.runs)
-        return sources_table(self.mask_slices, self.ring_layout.runs[position], self.ring_layout.runs,
-                             self._buffers)
+        out = sources_table(self.mask_slices, self.ring_layout.runs[position], self.ring_layout.runs,
+                            self._buffers, merged_calls(self.layout_kind))
+        if self.tables is not None:
+            self.tables[position] = out
+        return out
 
     def calls_by_source(self, position: int) -> dict[int, list[Call]]:
         """What `ring.RingPlan` holds: source position -> its calls (local q buffer x that block)."""
@@ -145,6 +162,7 @@ class RingSchedule:
         p = self.problem
         out = RankCalls(table, self.step_of(position, source), p.heads_q // self.head_degree,
                         p.heads_kv * self.kv_repeat // self.head_degree, self.ring_size)
+        self.totals[rank] = (int(table.area.sum()), len(table), out.heads_q)
         if self.memo is not None:
             self.memo[position] = out
         return out
@@ -168,6 +186,14 @@ class RingSchedule:
         return out
 
     def comm(self, rank: int) -> list[CommOp]:
+        if self.memo is None:
+            return self._comm(rank)
+        key = ("comm", rank)
+        if key not in self.memo:
+            self.memo[key] = self._comm(rank)
+        return self.memo[key]
+
+    def _comm(self, rank: int) -> list[CommOp]:
         p = self.problem
         bd, e = _dims(p)
         u_deg, ring = self.head_degree, self.ring_size
@@ -214,22 +240,28 @@ class GatherSchedule:
     layout_kind: str
     layout: Layout = field(init=False)
     memo: Optional[dict] = field(default=None, repr=False)
+    totals: dict = field(default_factory=dict, repr=False)  # rank -> (area, calls, heads) of each rank_calls made
 
     def __post_init__(self) -> None:
-        self.layout = make_layout(self.layout_kind, self.problem.seqlen, self.problem.world_size)
+        self.layout = make_layout(self.layout_kind, self.problem.seqlen, self.problem.world_size, self.mask_slices)
 
     @property
     def world(self) -> int:
         return self.problem.world_size
 
+    def _table(self, rank: int):
+        return pair_table(self.mask_slices, self.layout.runs[rank], [(0, self.problem.seqlen)],
+                          merged_calls(self.layout_kind))
+
     def calls(self, rank: int) -> list[Call]:
-        return pair_table(self.mask_slices, self.layout.runs[rank], [(0, self.problem.seqlen)]).calls()
+        return self._table(rank).calls()
 
     def rank_calls(self, rank: int) -> RankCalls:
         if self.memo is not None and rank in self.memo:
             return self.memo[rank]
-        table = pair_table(self.mask_slices, self.layout.runs[rank], [(0, self.problem.seqlen)])
+        table = self._table(rank)
         out = RankCalls(table, np.zeros(len(table), dtype=np.int64), self.problem.heads_q, self.problem.heads_kv, 1)
+        self.totals[rank] = (int(table.area.sum()), len(table), out.heads_q)
         if self.memo is not None:
             self.memo[rank] = out
         return out

@@ -65,7 +65,9 @@ class Pricing:
 
 def _step_times(rc: RankCalls, pricing: Pricing, problem: Problem) -> tuple[np.ndarray, np.ndarray, float]:
     """(forward ms per step, backward ms per step, share of kernel time inside the fitted range)."""
-    feats = table_features(rc.table, rc.heads_q)
+    if "table" not in rc.features:
+        rc.features["table"] = table_features(rc.table, rc.heads_q)
+    feats = rc.features["table"]
     kernel_f, kernel_b = pricing.fwd.price(feats), pricing.bwd.price(feats)
     t = rc.table
     rows = (t.q1 - t.q0).astype(float)

@@ -65,5 +65,6 @@ def longca_cp_strategies():
                                 "its square root and LOCAL_WORLD_SIZE, that splits the heads)",
                  "windows": "windows of the double ring (default: 2 when the ring has an even number >= 4 "
                             "of ranks, else 1)",
-                 "layout": "ring layout: zigzag (default) or contiguous"},
+                 "layout": "ring layout: zigzag (default), contiguous"
+                            ", doc_zigzag (each document in 2R pieces, one varlen call a step: TE's THD)"},
     )]

@@ -52,5 +52,6 @@ def longca_cp_strategies():
         masks=(ANY_STATIC,),  # any mask given as slices: every call gets an exact crop
         prepare=prepare, dispatch=dispatch, attention=attention, undispatch=undispatch,
         supports=supports, resolve_options=resolve_options, schedule=schedule,
-        options={"layout": "query layout: zigzag (default) or contiguous"},
+        options={"layout": "query layout: zigzag (default), contiguous"
+                                  ", doc_zigzag (each document in 2R pieces, one varlen call a step: TE's THD)"},
     )]

@@ -52,5 +52,6 @@ def longca_cp_strategies():
         masks=(ANY_STATIC,),  # any mask given as slices: every call gets an exact crop
         prepare=prepare, dispatch=dispatch, attention=attention, undispatch=undispatch,
         supports=supports, resolve_options=resolve_options, schedule=schedule,
-        options={"layout": "zigzag (default: rank r holds chunks r and 2W-1-r) or contiguous"},
+        options={"layout": "zigzag (default: rank r holds chunks r and 2W-1-r of the sequence), contiguous"
+                                  ", doc_zigzag (each document in 2R pieces, one varlen call a step: TE's THD)"},
     )]

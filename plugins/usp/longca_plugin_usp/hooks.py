@@ -56,5 +56,6 @@ def longca_cp_strategies():
         supports=supports, resolve_options=resolve_options, schedule=schedule,
         options={"ulysses_degree": "ranks per all-to-all group (default: the largest divisor of the world "
                                    "size, at most half of it and at most LOCAL_WORLD_SIZE, that splits the heads)",
-                 "layout": "ring layout: zigzag (default) or contiguous"},
+                 "layout": "ring layout: zigzag (default), contiguous"
+                            ", doc_zigzag (each document in 2R pieces, one varlen call a step: TE's THD)"},
     )]
