@@ -43,14 +43,17 @@ HETEROGENEOUS = ("share_question", "causal_blockwise", "prefix_lm_causal", "pref
                  "global_sliding_window", "block_causal_document")
 MASKS = HETEROGENEOUS + ("causal_document",)
 BWD_MODES = ("split", "fused")
+TUNE_TOLERANCE = 1e-2  # --tune: largest relative difference of a candidate's gradients from the split defaults
 # --tune: split backward schedules tried on the H200 (the tiles were swept in an earlier run, see the README)
 BWD_CANDIDATES = [dict(dkv_head_minor=m, bwd_streams=s) for m in (0, 1) for s in (1, 2)]
-# --tune: fused backward tiles (fused_m x fused_n, warps, stages), dK/dV loop order, rotated walks;
-# all compile for sm_90 within the shared memory (128 x 128 does not), 4 warps spill heavily
-FUSED_CANDIDATES = [dict(fused_m=m, fused_n=n, fused_warps=w, fused_stages=st, dkv_head_minor=hm, fused_rotate=rot)
-                    for m, n, w, st, hm, rot in ((64, 128, 8, 2, 1, 0), (64, 128, 8, 2, 1, 1), (64, 128, 8, 3, 1, 0),
-                                                 (64, 128, 8, 2, 0, 0), (32, 128, 8, 2, 1, 0), (32, 128, 8, 3, 1, 0),
-                                                 (64, 64, 8, 2, 1, 0), (64, 64, 8, 3, 1, 0))]
+# --tune: fused backward tiles (fused_m x fused_n, warps, stages), rotated walks, dQ by TMA reductions;
+# all compile for sm_90 within the shared memory (128 x 128 does not); 4 warps spill heavily
+FUSED_CANDIDATES = [dict(fused_m=m, fused_n=n, fused_warps=8, fused_stages=st, dkv_head_minor=1, fused_rotate=rot,
+                         fused_tma=tma)
+                    for m, n, st, rot, tma in ((64, 128, 2, 0, 0), (64, 128, 2, 1, 0), (64, 128, 3, 0, 0),
+                                               (32, 128, 2, 0, 0), (32, 128, 3, 0, 0), (64, 64, 2, 0, 0),
+                                               (64, 128, 2, 0, 1), (64, 128, 2, 1, 1), (32, 128, 3, 0, 1),
+                                               (64, 64, 2, 0, 1))]
 
 
 # ---------------------------------------------------------------- FlexAttention fallback
@@ -133,7 +136,8 @@ def choose_flex(registry: Registry, mode: str) -> str:
 # ---------------------------------------------------------------- tuning
 
 
-def _time(spec: KernelSpec, problem: Problem, warmup: int, repeat: int) -> float:
+def _time(spec: KernelSpec, problem: Problem, warmup: int, repeat: int) -> tuple[float, Any]:
+    """Median ms of the problem's direction, and what one call returns (the gradients, for bwd)."""
     mask = build_mask(problem)
     needs_grad = problem.direction != "fwd"
     q, k, v = make_inputs(problem, requires_grad=needs_grad)
@@ -142,34 +146,56 @@ def _time(spec: KernelSpec, problem: Problem, warmup: int, repeat: int) -> float
     if problem.direction == "fwd":
         def step():
             with torch.no_grad():
-                spec.run(prepared, q, k, v)
+                return spec.run(prepared, q, k, v)
     else:
         out = spec.run(prepared, q, k, v)
-        dout = torch.randn_like(out)
+        gen = torch.Generator(out.device).manual_seed(problem.seed)  # the same dout for every setting
+        dout = torch.randn(out.shape, generator=gen, device=out.device, dtype=out.dtype)
 
         def step():
-            torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
-    return summarize(time_ms(step, device, warmup, repeat))[0]
+            return torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+    result = step()
+    return summarize(time_ms(step, device, warmup, repeat))[0], result
 
 
-def tune(registry: Registry, base: Problem, masks: list[str], mode: str) -> tuple[dict[str, int], list[str]]:
-    """The fastest backward setting of one mode (BWD_CANDIDATES split, FUSED_CANDIDATES fused) on `masks`."""
+def tune(registry: Registry, base: Problem, masks: list[str], mode: str,
+         warmup: int = 3, repeat: int = 10) -> tuple[dict[str, int], list[str]]:
+    """The fastest backward setting of one mode (BWD_CANDIDATES split, FUSED_CANDIDATES fused) on `masks`.
+
+    Each candidate's gradients are compared with those of the split backward's defaults on the
+    same inputs; a candidate more than TUNE_TOLERANCE away (or failing) is not chosen."""
+    from longca.measure import rel_err
     from longca_plugin_flashmask import configs
 
     spec = registry.kernel("flashmask")
+    problems = [base.with_(mask=m, direction="bwd") for m in masks]
+    with configs.override(bwd_fused=0):
+        want = [_time(spec, p, 0, 1)[1] for p in problems]
     candidates = BWD_CANDIDATES if mode == "split" else FUSED_CANDIDATES
-    lines = [f"{mode} backward, S={base.seqlen}, masks {', '.join(masks)}", "",
-             "| setting | ms (sum over masks) |", "|---|---|"]
+    lines = [f"{mode} backward, S={base.seqlen}, masks {', '.join(masks)}; max rel diff of dq, dk, dv "
+             "against the split defaults", "",
+             "| setting | " + " | ".join(f"{m} ms" for m in masks) + " | sum ms | max rel diff |",
+             "|---|" + "---|" * (len(masks) + 2)]
     results = []
     for cand in candidates:
+        times: list[float] = []
+        diffs: list[float] = []
         try:
             with configs.override(**cand, bwd_fused=configs.BWD_MODES[mode]):
-                ms = sum(_time(spec, base.with_(mask=m, direction="bwd"), 3, 10) for m in masks)
+                for problem, ref in zip(problems, want):
+                    ms, grads = _time(spec, problem, warmup, repeat)
+                    times.append(ms)
+                    diffs += [rel_err(g, r) for g, r in zip(grads, ref)]
+                    del grads
         except Exception as exc:  # noqa: BLE001 - a setting that fails is skipped
             log.warning("%s failed: %s", cand, str(exc).splitlines()[0][:200])
-            ms = math.inf
-        results.append((ms, sorted(cand.items())))
-        lines.append(f"| {cand} | {ms:.3f} |")
+        total = sum(times) if len(times) == len(problems) else math.inf
+        diff = max(diffs) if diffs else math.nan
+        ok = math.isfinite(total) and diff <= TUNE_TOLERANCE  # NaN is not <=
+        results.append((total if ok else math.inf, sorted(cand.items())))
+        cells = [f"{t:.3f}" for t in times] + ["-"] * (len(problems) - len(times))
+        lines.append(f"| {cand} | " + " | ".join(cells) + f" | {total:.3f} | {diff:.2e}"
+                     + ("" if ok else " (not chosen)") + " |")
         print(lines[-1], flush=True)
     ms, best = min(results)
     chosen = dict(best) if math.isfinite(ms) else {}
@@ -367,7 +393,7 @@ def main() -> None:
     if args.tune:
         tuning = []
         for mode in modes:
-            best, lines = tune(registry, base.with_(seqlen=tune_seqlen), tune_masks, mode)
+            best, lines = tune(registry, base.with_(seqlen=tune_seqlen), tune_masks, mode, args.warmup, args.repeat)
             settings[mode].update(best)
             tuning += lines
         (out / "tuning.md").write_text("\n".join(tuning))

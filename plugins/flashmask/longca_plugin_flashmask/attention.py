@@ -134,6 +134,7 @@ def backward(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         """The dK/dV kernel; given a float32 dq_acc, it also adds dQ there (the fused backward)."""
         cols = plan.tiles("cols", bm, bn)
         dq_arg = dq_acc if dq_acc is not None else dk  # unused without FUSED_DQ
+        dq_desc = _dq_descriptor(dq_acc, bm) if dq_acc is not None and cfg.fused_tma else None
         kern.bwd_dkdv_kernel[(batch * heads_kv, cols.order.numel())](
             q, k, v, dout, lse2, delta, dk, dv, dq_arg, plan.bounds, cols.cnt, cols.idx, cols.order,
             scale, scale * LOG2E, *common,
@@ -142,7 +143,7 @@ def backward(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
             sq, sk, cols.inner, H=heads, GROUP=group, D=dim, BM=bm, BN=bn,
             EVEN_M=sq % bm == 0, EVEN_N=sk % bn == 0, HEAD_MINOR=bool(cfg.dkv_head_minor),
             FUSED_DQ=dq_acc is not None, ROTATE=dq_acc is not None and bool(cfg.fused_rotate),
-            num_warps=warps, num_stages=stages,
+            DQ_DESC=dq_desc, num_warps=warps, num_stages=stages,
         )
 
     if cfg.bwd_fused:
@@ -172,6 +173,20 @@ def backward(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         launch_split_dkdv()
         launch_dq()
     return dq.to(dtype), dk.to(dtype), dv.to(dtype)
+
+
+def _dq_descriptor(dq_acc: torch.Tensor, block_m: int):
+    """A TMA descriptor of the float32 dQ buffer (B, Sq, H, D), blocks of one head's block_m rows."""
+    from .hooks import interpreting
+
+    if interpreting() or not dq_acc.is_cuda or torch.cuda.get_device_capability(dq_acc.device) < (9, 0):
+        raise RuntimeError("fused_tma=1: dQ by TMA reductions needs a GPU of compute capability >= 9.0 "
+                           "(not Triton's interpreter); set fused_tma=0")
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except ImportError as exc:
+        raise RuntimeError(f"fused_tma=1 needs triton >= 3.4 (tensor descriptors): {exc}") from None
+    return TensorDescriptor.from_tensor(dq_acc, [1, block_m, 1, dq_acc.shape[-1]])
 
 
 _SIDE_STREAMS: dict[torch.device, torch.cuda.Stream] = {}

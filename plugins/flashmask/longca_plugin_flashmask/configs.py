@@ -43,6 +43,7 @@ class Config:
     fused_warps: int = 8
     fused_stages: int = 2
     fused_rotate: int = 0  # fused: 1 = each key block walks its query blocks from a different start
+    fused_tma: int = 0  # fused: 1 = dQ tiles added by TMA bulk reductions (sm_90+, not in the interpreter)
 
 
 # head_dim 128: the fastest of the sweeps on the H200 (docs/results/h200/flashmask/tuning_*.md);

@@ -139,7 +139,7 @@ def bwd_dkdv_kernel(Q, K, V, DO, LSE2, DELTA, DK, DV, DQ, BOUNDS, CNT, IDX, ORDE
                     SQ, SK, NQB,
                     H, GROUP: tl.constexpr, D: tl.constexpr,
                     BM: tl.constexpr, BN: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr,
-                    HEAD_MINOR: tl.constexpr, FUSED_DQ: tl.constexpr, ROTATE: tl.constexpr):
+                    HEAD_MINOR: tl.constexpr, FUSED_DQ: tl.constexpr, ROTATE: tl.constexpr, DQ_DESC=None):
     """One program: dK, dV of BN key columns of one (batch, KV head), summed over its GROUP query heads.
 
     With FUSED_DQ the program also adds each tile's share of dQ, dS @ K, into the float32 buffer
@@ -147,7 +147,9 @@ def bwd_dkdv_kernel(Q, K, V, DO, LSE2, DELTA, DK, DV, DQ, BOUNDS, CNT, IDX, ORDE
     that recomputes P and dP. Key blocks of the same query rows add in any order, so dQ's float32
     sums are not bitwise reproducible run to run. Without it DQ and its strides are unused.
     ROTATE starts each key block's walk at a different place in its lists (query block kb mod n),
-    so that programs running side by side add into different dQ rows.
+    so that programs running side by side add into different dQ rows. Given DQ_DESC, a tensor
+    descriptor of DQ (B, SQ, H, D) with blocks (1, BM, 1, D), the tile is added by the TMA unit
+    (one bulk reduction, Hopper and later) instead of per-thread atomics; rows past SQ are clipped.
     """
     off_bk = tl.program_id(0)
     kb = tl.load(ORDER + tl.program_id(1))
@@ -225,7 +227,9 @@ def bwd_dkdv_kernel(Q, K, V, DO, LSE2, DELTA, DK, DV, DQ, BOUNDS, CNT, IDX, ORDE
                 dq = tl.dot(tl.trans(dsT), k) * sm_scale
                 dq_ptrs = (DQ + (b64 * stride_dqb + h * stride_dqh + row0.to(tl.int64) * stride_dqs)
                            + (offs_m[:, None] * stride_dqs + dims[None, :]))
-                if phase == 0 and not EVEN_M:
+                if DQ_DESC is not None:
+                    DQ_DESC.atomic_add([b, row0, h, 0], tl.reshape(dq, [1, BM, 1, D]))
+                elif phase == 0 and not EVEN_M:
                     tl.atomic_add(dq_ptrs, dq, mask=in_q[:, None], sem="relaxed")
                 else:
                     tl.atomic_add(dq_ptrs, dq, sem="relaxed")

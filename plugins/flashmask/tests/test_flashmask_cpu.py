@@ -144,6 +144,14 @@ def test_fused_cp_primitive_empty_rows(fused):
         assert rel_err(g, w) < TOL
 
 
+def test_fused_tma_refused_in_interpreter(fused):
+    """TMA reductions exist only on the GPU: asked for in the interpreter, one clear error, no silent fallback."""
+    from longca_plugin_flashmask import configs
+
+    with configs.override(fused_tma=1), pytest.raises(RuntimeError, match="compute capability >= 9.0"):
+        compare(small_slices("causal"), *inputs(1, S, S, 2, 1, 64, torch.bfloat16), S, S)
+
+
 def test_backward_mode_from_environment(monkeypatch):
     from longca_plugin_flashmask import configs
 

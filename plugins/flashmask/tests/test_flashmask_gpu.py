@@ -2,6 +2,9 @@
 and gradients, bf16 with the paper's GQA 64:8 and head_dim 128, and fp16 with head_dim 64,
 batch 2 and a length that is not a multiple of the tiles.
 
+`LONGCA_FLASHMASK_BWD=fused` runs all of it through the fused backward; `test_gpu_fused_variants`
+checks the fused backward's other settings (TMA reductions, 32-row tiles with rotated walks).
+
 `FLASHMASK_GPU_REPORT=path` also writes the relative errors as a Markdown table (the committed
 results under docs/results/h200/flashmask/ come from it).
 """
@@ -58,3 +61,29 @@ def test_gpu_against_reference(case, mask):
     _rows.append({**row, "case": case})
     assert row["status"] == "ok", (row["status"], row.get("reason"), row.get("rel_err_detail"))
     assert row["rel_err"] < TOLERANCE[problem.dtype]
+
+
+FUSED_VARIANTS = {
+    "fused": dict(bwd_fused=1),
+    "fused-tma": dict(bwd_fused=1, fused_tma=1),
+    "fused-32x128-rotate": dict(bwd_fused=1, fused_m=32, fused_rotate=1),
+}
+
+
+@pytest.mark.parametrize("variant", list(FUSED_VARIANTS))
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("mask", ["prefix_lm_causal", "causal_document"])
+def test_gpu_fused_variants(variant, case, mask):
+    """The fused backward's settings against the float32 reference (the ragged fp16 case clips
+    the last row block: masked atomics, or TMA's bounds)."""
+    if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        pytest.skip("TRITON_INTERPRET is set: the GPU kernels would run in the interpreter")
+    from longca_plugin_flashmask import configs
+
+    problem = Problem(kernel="flashmask", mask=mask, direction="bwd", device="cuda", seed=2, **CASES[case])
+    with configs.override(**FUSED_VARIANTS[variant]):
+        row = run_problem(problem, RunOptions(warmup=0, repeat=1, samples=1, check=True))
+    _rows.append({**row, "case": f"{case} {variant}"})
+    assert row["status"] == "ok", (row["status"], row.get("reason"), row.get("rel_err_detail"))
+    assert row["rel_err"] < TOLERANCE[problem.dtype]
+    assert row["backend"].endswith("backward fused)")
