@@ -1,6 +1,7 @@
 """benchmarks/flashmask_vs_flex.py on the CPU (Triton's interpreter, in a subprocess, since triton
 fixes its mode at import): a flashmask-only run times the split and the fused backward and writes
-their rows and the table; bad input is one line and a non-zero exit."""
+their rows and the table; bad input is one line and a non-zero exit. And
+benchmarks/flashmask_compile_report.py compiles a kernel for sm_90 without a GPU."""
 from __future__ import annotations
 
 import json
@@ -17,10 +18,12 @@ pytest.importorskip("longca_plugin_flashmask")
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "flashmask_vs_flex.py"
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
+def _run(*args: str, script: Path = SCRIPT, interpret: bool = True) -> subprocess.CompletedProcess:
     env = {**os.environ, "TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1"}
     env.pop("LONGCA_FLASHMASK_BWD", None)
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env,
+    if not interpret:
+        env.pop("TRITON_INTERPRET")
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=env,
                           timeout=300)
 
 
@@ -45,3 +48,12 @@ def test_bad_input_is_one_line(tmp_path):
     res = _run("--out", str(tmp_path), "--no-flex", "--device", "cpu", "--bwd", "atomic")
     assert res.returncode != 0
     assert res.stderr.strip().splitlines() == ["unknown backward mode atomic; known: split, fused (or all)"]
+
+
+def test_compile_report_for_sm90_without_gpu(tmp_path):
+    res = _run("--out", str(tmp_path), "--only", "1", script=SCRIPT.with_name("flashmask_compile_report.py"),
+               interpret=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    (row,) = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert row["setting"] == "split (GPU table)" and "error" not in row, row
+    assert 0 < row["registers"] <= 255 and row["shared_bytes"] > 0 and row["dq_add"] == []
