@@ -111,3 +111,28 @@ def test_comm_bench_writes_a_calibration_the_simulator_reads(tmp_path):
     topo = preset("h200-sxm").with_calibration(calib)
     assert topo.intra["p2p"].bandwidth_gbs == pytest.approx(doc["intra"]["p2p"]["bandwidth_gbs"])
     assert topo.inter == preset("h200-sxm").inter and topo.gpus_per_node == 8
+
+
+def test_what_dist_run_holds_besides_the_strategy():
+    from longca.cp.accounting import schedule_of
+    from longca.cp.simulate import harness_memory
+    from longca.timing import L2_FLUSH_BYTES
+
+    token = 128 * 2  # d128, bf16, per head
+    for strategy, options, views in (("ulysses", {}, True), ("ring-p2p", {"layout": "zigzag"}, False)):
+        problem = _problem(strategy, 2, direction="bwd")
+        sched = schedule_of(problem, build_mask(problem, 0), options)
+        held = 16384 * (64 + 16 + 64) * token  # global q, k, v, dout
+        if views:  # a contiguous shard is a view of the global tensor, counted in the strategy's own figure
+            held -= 8192 * (64 + 16 + 64) * token
+        assert harness_memory(sched, "bwd") == held + L2_FLUSH_BYTES
+
+
+def test_doc_zigzag_balances_documents_in_one_call_a_step():
+    pricing = default_pricing("fa3", preset("h100-sxm"))
+    rows = {}
+    for layout in ("zigzag", "doc_zigzag"):
+        problem = _problem("ring-p2p", 8, mask="causal_document").with_(sampler="prolong64k")
+        rows[layout] = simulate(problem, {"layout": layout}, pricing)
+    assert rows["doc_zigzag"]["balance"]["imbalance_pct"] < 2 < rows["zigzag"]["balance"]["imbalance_pct"]
+    assert rows["doc_zigzag"]["balance"]["calls_max"] == 8  # one varlen call for each of the 8 steps

@@ -44,17 +44,29 @@ def _fill(total: int, draw) -> np.ndarray:
     return np.array(lengths, dtype=np.int64)
 
 
-def sample_corpus(corpus: str, total: int, rng: np.random.Generator, max_len: int = 0) -> np.ndarray:
-    """Lengths drawn from the corpus distribution; with `max_len`, each capped at it (0: no cap)."""
+def sample_corpus(corpus: str, total: int, rng: np.random.Generator, max_len: int = 0, split: int = 0) -> np.ndarray:
+    """Lengths drawn from the corpus distribution; with `max_len`, each capped at it (0: no cap), or with
+    `split`, a longer document cut into documents of max_len and its rest (how MagiAttention's CP
+    benchmark packs its data: `chunk_ratio`, exps/dist_attn/benchmark/utils.py)."""
     lows, highs, probs = load_buckets(corpus)
     cap = int(max_len) if max_len else None
     if cap is not None and cap < 1:
         raise LongcaError(f"{corpus} sampler: max_len must be positive, got {max_len}")
+    if split and not cap:
+        raise LongcaError(f"{corpus} sampler: split needs max_len (the length documents are cut at)")
+    pending: list[int] = []
 
     def draw() -> int:
+        if pending:
+            return pending.pop()
         i = rng.choice(len(probs), p=probs)
         n = int(rng.integers(lows[i], highs[i]))
-        return min(n, cap) if cap else n
+        if not cap or n <= cap:
+            return n
+        if split:
+            whole, rest = divmod(n, cap)
+            pending.extend(([rest] if rest else []) + [cap] * (whole - 1))
+        return cap
 
     return _fill(total, draw)
 
@@ -68,7 +80,7 @@ def auto_corpus(total: int) -> str:
 
 
 def _corpus_sampler(corpus: str):
-    return lambda total, rng, max_len=0: sample_corpus(corpus, total, rng, max_len)
+    return lambda total, rng, max_len=0, split=0: sample_corpus(corpus, total, rng, max_len, split)
 
 
 def sample_uniform(total: int, rng: np.random.Generator, min_len: int = 1, max_len: int = 0) -> np.ndarray:
@@ -89,7 +101,9 @@ def sample_auto(total: int, rng: np.random.Generator) -> np.ndarray:
 
 @hookimpl
 def longca_samplers() -> list[SamplerSpec]:
-    specs = [SamplerSpec(name, desc, _corpus_sampler(name), {"max_len": "cap on a document's length (default none)"})
+    specs = [SamplerSpec(name, desc, _corpus_sampler(name), {"max_len": "cap on a document's length (default none)",
+                                                                "split": "1: cut a longer document into documents of "
+                                                                         "max_len and its rest instead of capping it"})
              for name, desc in CORPORA.items()]
     specs.append(SamplerSpec("uniform", "lengths uniform in [min_len, max_len] (default 1 and total/4)",
                              sample_uniform, {"min_len": "shortest document", "max_len": "longest document"}))

@@ -34,3 +34,14 @@ def test_fixed_and_uniform_params():
     assert reg.sampler("fixed").sample(1000, np.random.default_rng(0), doc_len=300).tolist() == [300, 300, 300, 100]
     u = reg.sampler("uniform").sample(5000, np.random.default_rng(0), min_len=10, max_len=20)
     assert (u[:-1] >= 10).all() and (u <= 20).all()
+
+
+def test_corpus_documents_capped_or_split():
+    sampler = get_registry().sampler("prolong512k")
+    capped = sampler.sample(1 << 21, np.random.default_rng(1), max_len=4096)
+    split = sampler.sample(1 << 21, np.random.default_rng(1), max_len=4096, split=1)
+    assert capped.max() <= 4096 and split.max() <= 4096
+    # cutting keeps every token of a long document: more documents of exactly max_len than capping gives
+    assert (split == 4096).sum() > 2 * (capped == 4096).sum()
+    with pytest.raises(Exception, match="split needs max_len"):
+        sampler.sample(1000, np.random.default_rng(1), split=1)

@@ -28,6 +28,7 @@ from ..flops import attention_flops
 from ..plugins import Registry, get_registry
 from ..problem import Problem, build_mask
 from ..results import ResultRow, new_row
+from ..timing import L2_FLUSH_BYTES
 from .accounting import balance_of, median_balance, rank_totals, schedule_of
 from .costmodel import KernelFit, kernel_fit, table_features, tflops
 from .schedule import ELEMENT_BYTES, GatherSchedule, RankCalls, RingSchedule, Schedule
@@ -226,12 +227,35 @@ def peak_memory(sched: Schedule, direction: str) -> int:
         return int(inputs + gathered + sums + acc)
     u, block = sched.head_degree, p.seqlen // sched.ring_size
     hq, hkv = p.heads_q // u, p.heads_kv * sched.kv_repeat // u
-    heads_sharded = bd * block * (2 * hq + 2 * hkv) * e if u > 1 else 0  # after the all-to-all (and copies)
+    heads_sharded = bd * block * (2 * hq + 2 * hkv) * e if u > 1 else 0  # q, k, v, out after the all-to-all
+    # while one tensor goes through `comm._seq_to_head`: its contiguous send buffer and the all-to-all's
+    # output, before the reshape copy that is kept (the largest is q's)
+    transient = 2 * bd * block * hq * e if u > 1 else 0
     ring_kv = 3 * 2 * bd * block * hkv * e if sched.ring_size > 1 else 0  # block in hand, in flight, received
-    acc = bd * block * hq * 4  # float32 output accumulator
+    # float32 output accumulator (and dq, dK/dV sums): with a ring of one, a rank's one call covers every
+    # row and key, and `merge.OutputAccumulator` / `GradAccumulator` keep its results as they are
+    acc = bd * block * hq * 4 if sched.ring_size > 1 else 0
     if backward:
-        acc += bd * block * hq * 4 + (5 * 2 * bd * block * hkv * 4 if sched.ring_size > 1 else 0)
-    return int(inputs + 2 * heads_sharded + ring_kv + acc)
+        acc += bd * block * hq * 4 + 5 * 2 * bd * block * hkv * 4 if sched.ring_size > 1 else 0
+        heads_sharded *= 2  # the gradients of the head-sharded tensors
+    return int(inputs + heads_sharded + transient + ring_kv + acc)
+
+
+def harness_memory(sched: Schedule, direction: str) -> int:
+    """Bytes `longca dist-run` holds on every rank besides the strategy (`cp.measure._sample`): the global
+    q, k, v it dispatches from and, for a backward, the global dout, and the buffer the timing loop zeroes
+    to flush the L2 cache (`timing.L2_FLUSH_BYTES`, kept once the process has timed anything, so in the
+    peak of every row but a process's first). A training step holds none of them, so
+    `peak_memory` (what `recommend` checks) leaves them out; a measured row's peak includes them. Where
+    every rank holds one run, the dispatched shards are views of these (`Layout.take`), which
+    `peak_memory` counts already: they are not counted twice."""
+    p = sched.problem
+    per_token = p.batch * p.head_dim * ELEMENT_BYTES[p.dtype]
+    heads = p.heads_q + 2 * p.heads_kv + (p.heads_q if direction != "fwd" else 0)
+    held = per_token * p.seqlen * heads
+    if all(len(runs) == 1 for runs in sched.layout.runs):
+        held -= per_token * (p.seqlen // p.world_size) * heads
+    return int(held + L2_FLUSH_BYTES)
 
 
 def simulate_mask(problem: Problem, mask, options: dict[str, Any], pricing: Pricing,
