@@ -9,10 +9,15 @@ mask_mod built from the FlashMask column bounds. `--no-flex` times flashmask alo
 compiles: fast). `--bwd split,fused` times each flashmask backward (configs.py:
 split = dK/dV then dQ kernel, fused = dQ by atomics in the dK/dV pass); the forward is the same
 for both and is timed once. Writes results.jsonl, table.md, plot.png and run.json.
+`--flex-rows` takes the Flex columns from the direct-call timings of a `plugin_vs_direct.py`
+run instead (same mask draw and shapes, another process: Flex compiles there, with --prewarm);
+`--table-only results.jsonl` rebuilds the table and plot from an earlier run, on any machine.
 
     python benchmarks/flashmask_vs_flex.py --out results/fm --no-flex --masks all --seqlens 16k,32k,48k
     python benchmarks/flashmask_vs_flex.py --out results/fm_vs_flex --masks all --seqlens 16k,32k,48k
     python benchmarks/flashmask_vs_flex.py --out results/fm_tune --no-flex --tune --seqlens 16k
+    python benchmarks/flashmask_vs_flex.py --out results/fm_table --table-only results/fm/results.jsonl \
+        --flex-rows results/pvd/rows.jsonl
 """
 from __future__ import annotations
 
@@ -367,8 +372,15 @@ def main() -> None:
                         help="pick each backward mode's setting first (at --tune-seqlen on --tune-masks)")
     parser.add_argument("--tune-seqlen", default="16k")
     parser.add_argument("--tune-masks", default="share_question,causal_blockwise,prefix_lm_causal")
+    parser.add_argument("--flex-rows", default=None,
+                        help="rows.jsonl of benchmarks/plugin_vs_direct.py: its direct Flex timings are the flex "
+                             "columns (measured in that process); no Flex is timed here")
+    parser.add_argument("--table-only", default=None, metavar="RESULTS",
+                        help="measure nothing: the table and plot from this script's results.jsonl (and --flex-rows)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    if args.table_only:
+        return table_only(Path(args.table_only), Path(args.out), args.flex_rows)
 
     masks = _names(args.masks, STATIC_MASKS, "mask")
     modes = _names(args.bwd, BWD_MODES, "backward mode")
@@ -382,7 +394,9 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     registry = get_registry()
-    flex_mode = "none" if args.no_flex else choose_flex(registry, args.flex)
+    no_flex = args.no_flex or bool(args.flex_rows)
+    flex_rows = read_flex_rows(Path(args.flex_rows)) if args.flex_rows else []
+    flex_mode = "none" if no_flex else choose_flex(registry, args.flex)
     base = Problem(kernel="flashmask", mask=masks[0], seqlen=seqlens[0], heads_q=hq, heads_kv=hkv,
                    head_dim=args.head_dim, dtype=args.dtype, device=args.device, seed=args.seed)
     env = environment(flex_mode, registry)
@@ -402,22 +416,60 @@ def main() -> None:
     env["flashmask_backward_settings"] = settings
     (out / "run.json").write_text(json.dumps(env, indent=1, default=str) + "\n")
     options = RunOptions(warmup=args.warmup, repeat=args.repeat, samples=1)
-    title = (f"flashmask vs flex ({flex_mode}), {env.get('gpu', '?')}, {args.dtype}, heads {args.heads}, "
+    flex_label = f"direct Flex of {args.flex_rows}, another process" if flex_rows else flex_mode
+    title = (f"flashmask vs flex ({flex_label}), {env.get('gpu', '?')}, {args.dtype}, heads {args.heads}, "
              f"head_dim {args.head_dim}")
     rows: list[dict[str, Any]] = []
     with (out / "results.jsonl").open("w") as f:
         for seqlen in seqlens:  # outputs rewritten after each length: an interrupted run keeps them
-            rows += measure(registry, base, masks, seqlen, options, settings, not args.no_flex, f)
-            text, ratios = table(rows, masks, seqlens, modes)
-            (out / "table.md").write_text(f"{title}\n\n{text}")
-            plot(rows, masks, seqlens, out / "plot.png", title)
+            rows += measure(registry, base, masks, seqlen, options, settings, not no_flex, f)
+            write_outputs(rows + flex_rows, masks, seqlens, modes, out, title)
+
+
+def write_outputs(rows, masks, seqlens, modes, out: Path, title: str) -> None:
+    """table.md and plot.png; the table and the lowest ratios against Flex printed."""
+    text, ratios = table(rows, masks, seqlens, modes)
+    (out / "table.md").write_text(f"{title}\n\n{text}")
+    plot(rows, masks, seqlens, out / "plot.png", title)
     print(title)
     print(text)
-    if not args.no_flex:
-        for key in ("fwd", *modes):
-            worst = min(((r[key], r["mask"], r["seqlen"]) for r in ratios if r[key] and r["seqlen"] >= 16384),
-                        default=None)
+    for key in ("fwd", *modes):
+        worst = min(((r[key], r["mask"], r["seqlen"]) for r in ratios if r[key] and r["seqlen"] >= 16384),
+                    default=None)
+        if worst:
             print(f"lowest flashmask/flex ratio at S >= 16K, {key}: {worst}")
+
+
+def read_flex_rows(path: Path) -> list[dict[str, Any]]:
+    """plugin_vs_direct.py's measured Flex rows as this script's flex rows (its direct call's timings)."""
+    try:
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"--flex-rows {path}: {exc}") from None
+    rows = [{"label": "flex", "kernel": "flex", "mask": r["mask"], "seqlen": r["seqlen"], "direction": r["direction"],
+             "status": "ok", "tflops": r["direct_tflops"], "ms_median": r["direct_ms"], "source": str(path)}
+            for r in records if r.get("kernel") == "flex" and r.get("status") == "ok" and r.get("direct_tflops")]
+    if not rows:
+        raise SystemExit(f"--flex-rows {path}: no measured flex rows (kernel flex, status ok)")
+    return rows
+
+
+def table_only(results: Path, out: Path, flex_rows_path: Optional[str]) -> None:
+    """The table and plot again from a results.jsonl of this script, with Flex from --flex-rows if given."""
+    try:
+        rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"--table-only {results}: {exc}") from None
+    if not rows or any("label" not in r for r in rows):
+        raise SystemExit(f"--table-only {results}: not a results.jsonl of this script (rows without a label)")
+    if flex_rows_path:
+        rows = [r for r in rows if r["label"] != "flex"] + read_flex_rows(Path(flex_rows_path))
+    masks = list(dict.fromkeys(r["mask"] for r in rows if r["label"] != "flex"))
+    seqlens = sorted({r["seqlen"] for r in rows if r["label"] != "flex"})
+    modes = [m for m in BWD_MODES if any(r["label"] == f"flashmask-{m}" for r in rows)]
+    out.mkdir(parents=True, exist_ok=True)
+    flex = f"direct Flex of {flex_rows_path}, another process" if flex_rows_path else "as measured"
+    write_outputs(rows, masks, seqlens, modes, out, f"flashmask vs flex ({flex}), from {results}")
 
 
 if __name__ == "__main__":

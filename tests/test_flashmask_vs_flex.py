@@ -44,11 +44,26 @@ def test_flashmask_only_run_times_split_and_fused(tmp_path):
     assert "| bwd split | bwd fused |" in table and "fused / split" in table
     assert json.loads((tmp_path / "run.json").read_text())["flashmask_backward_settings"]["fused"] == {"bwd_fused": 1}
 
+    # the table again, Flex from a plugin_vs_direct.py run: flashmask / direct-Flex ratios
+    pvd = tmp_path / "pvd.jsonl"
+    pvd.write_text("".join(json.dumps({"kernel": "flex", "mask": "prefix_lm_causal", "seqlen": 128, "direction": d,
+                                       "status": "ok", "direct_ms": 1.0, "direct_tflops": 1e-9}) + "\n"
+                           for d in ("fwd", "bwd")))
+    res = _run("--out", str(tmp_path / "again"), "--table-only", str(tmp_path / "results.jsonl"),
+               "--flex-rows", str(pvd), interpret=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    line = [x for x in (tmp_path / "again" / "table.md").read_text().splitlines() if x.startswith("| prefix")][0]
+    fwd = rows[0]["tflops"] / 1e-9
+    assert f"| {fwd:.3f} |" in line and line.count(" - ") == 0, line
+
 
 def test_bad_input_is_one_line(tmp_path):
     res = _run("--out", str(tmp_path), "--no-flex", "--device", "cpu", "--bwd", "atomic")
     assert res.returncode != 0
     assert res.stderr.strip().splitlines() == ["unknown backward mode atomic; known: split, fused (or all)"]
+    (tmp_path / "other.jsonl").write_text(json.dumps({"kernel": "sdpa", "status": "ok"}) + "\n")
+    res = _run("--out", str(tmp_path), "--table-only", str(tmp_path / "other.jsonl"), interpret=False)
+    assert res.returncode != 0 and len(res.stderr.strip().splitlines()) == 1, res.stderr
 
 
 def test_compile_report_for_sm90_without_gpu(tmp_path):

@@ -112,8 +112,9 @@ def fused(monkeypatch):
 
 @pytest.mark.parametrize("name", STATIC_MASKS)
 def test_fused_backward(name, fused):
-    """Every static mask through the fused backward, GQA 4:2 (two query heads add to each dK/dV)."""
-    errors = compare(small_slices(name), *inputs(1, S, S, 4, 2, 64, torch.bfloat16, seed=4), S, S)
+    """Every static mask through the fused backward, GQA 2:1 (two query heads add to each dK/dV;
+    several KV heads: the CP test below)."""
+    errors = compare(small_slices(name), *inputs(1, S, S, 2, 1, 64, torch.bfloat16, seed=4), S, S)
     assert max(errors.values()) < TOL, errors
 
 
