@@ -4,8 +4,11 @@ At world size 1 a strategy should cost what its inner kernel costs. When a sweep
 not (`docs/results/h200/cp-ws1/`), this names the difference: it runs the strategy's step (as
 `longca.cp.measure` does: `prepare`, `dispatch`, then `attention` forward or its backward) and
 the inner kernel's own plugin call (`prepare` + `run`, the sweep's baseline) under
-`torch.profiler`, and prints each one's device time per step by kernel name, largest first,
-plus the CUDA-event time of a step. One process, one rank (a process group of size 1).
+`torch.profiler`, and prints each one's device time per step by kernel name, largest first.
+The step times come from `longca.timing.time_interleaved`: the kernel alone and every strategy
+take turns call by call, so a ratio is not the drift of the GPU's clock between two blocks of
+calls (on the H200 the same 52 ms kernel read 52.1-57.5 ms in blocks timed one after another). One
+process, one rank (a process group of size 1).
 
     python benchmarks/cp_profile.py --kernel fa4 --strategies ulysses,ring-p2p --mask full --seqlen 32k --out prof
 """
@@ -27,7 +30,7 @@ from longca.cp.measure import resolve
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.sizes import parse_heads, parse_size
-from longca.timing import time_ms
+from longca.timing import time_interleaved
 
 
 def strategy_step(problem: Problem, registry) -> Callable[[], object]:
@@ -66,10 +69,8 @@ def kernel_step(problem: Problem, registry) -> Callable[[], object]:
     return lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
 
 
-def profile(step: Callable[[], object], steps: int) -> tuple[float, list[tuple[str, float, int]]]:
-    """(median CUDA-event ms of a step, [(kernel name, device ms per step, launches per step)])."""
-    device = torch.device("cuda")
-    ms = statistics.median(time_ms(step, device, warmup=2, repeat=steps))
+def kernel_table(step: Callable[[], object], steps: int) -> list[tuple[str, float, int]]:
+    """[(kernel name, device ms per step, launches per step)] of `steps` calls, largest first."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             step()
@@ -79,12 +80,12 @@ def profile(step: Callable[[], object], steps: int) -> tuple[float, list[tuple[s
         if event.device_type == torch.autograd.DeviceType.CUDA:
             per_kernel[event.name].append(event.device_time_total / 1e3)
     rows = [(name, sum(t) / steps, round(len(t) / steps)) for name, t in per_kernel.items()]
-    return ms, sorted(rows, key=lambda r: -r[1])
+    return sorted(rows, key=lambda r: -r[1])
 
 
-def report(label: str, ms: float, rows: list[tuple[str, float, int]], top: int) -> str:
+def report(label: str, rows: list[tuple[str, float, int]], top: int) -> str:
     busy = sum(r[1] for r in rows)
-    lines = [f"## {label}: {ms:.3f} ms a step (CUDA events), device busy {busy:.3f} ms", "",
+    lines = [f"### {label}: device busy {busy:.3f} ms a step (profiler)", "",
              "| device ms | launches | kernel |", "|---|---|---|"]
     lines += [f"| {t:.3f} | {n} | {name[:110]} |" for name, t, n in rows[:top]]
     return "\n".join(lines) + "\n"
@@ -100,7 +101,8 @@ def main() -> None:
     parser.add_argument("--heads", default="64:8")
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--sampler", default="prolong512k")
-    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=3, help="profiled calls of each step")
+    parser.add_argument("--repeat", type=int, default=20, help="timed calls of each step (interleaved)")
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
@@ -117,14 +119,21 @@ def main() -> None:
         base = Problem(kernel=args.kernel, mask=args.mask, seqlen=parse_size(args.seqlen), heads_q=hq, heads_kv=hkv,
                        head_dim=args.head_dim, dtype="bfloat16", direction=direction, device="cuda",
                        sampler=args.sampler)
-        ms, rows = profile(kernel_step(base, registry), args.steps)
-        text.append(report(f"{direction}: {args.kernel} alone", ms, rows, args.top))
+        steps = {f"{args.kernel} alone": kernel_step(base, registry)}
         for name in args.strategies.split(","):
-            problem = base.with_(strategy=name, world_size=1)
-            s_ms, s_rows = profile(strategy_step(problem, registry), args.steps)
-            text.append(report(f"{direction}: {name} (ratio alone/strategy {ms / s_ms:.3f})", s_ms, s_rows, args.top))
-            torch.cuda.empty_cache()
-        print("\n".join(text[-len(args.strategies.split(",")) - 1:]), flush=True)
+            steps[name] = strategy_step(base.with_(strategy=name, world_size=1), registry)
+        times = time_interleaved(steps, torch.device("cuda"), warmup=2, repeat=args.repeat)
+        alone = statistics.median(times[f"{args.kernel} alone"])
+        lines = [f"## {direction}: step time, all taking turns call by call ({args.repeat} calls each)", "",
+                 "| step | median ms | alone / step |", "|---|---|---|"]
+        lines += [f"| {name} | {statistics.median(t):.3f} | {alone / statistics.median(t):.3f} |"
+                  for name, t in times.items()]
+        text.append("\n".join(lines) + "\n")
+        for name, step in steps.items():
+            text.append(report(f"{direction}: {name}", kernel_table(step, args.steps), args.top))
+        print("\n".join(text[-len(steps) - 1:]), flush=True)
+        del steps
+        torch.cuda.empty_cache()
     (out / f"cp_profile_{args.kernel}_{args.mask}_{args.seqlen}.md").write_text("\n".join(text))
     dist.destroy_process_group()
 
