@@ -7,6 +7,10 @@ primitives, get the generic form built from slices (`blockmask.py`). `run` is th
 `flex_attention` (`torch.compile(partial(flex_attention, kernel_options=...))`); on a CPU it
 runs eager unless LONGCA_FLEX_COMPILE=1.
 
+The lse primitives keep the BlockMasks of the crops they were given (`BlockMaskCache`): a CP
+strategy calls them with the same crops every step, and building a BlockMask from slices costs
+milliseconds of host time (8-22 ms at 8K-32K on a 2-core CPU), as long as a short call itself.
+
 Every distinct `mask_mod` and shape is a new compiled graph of the same function, so the
 dynamo recompile limits are raised on first use: with torch's default (8), the ninth mask of a
 sweep would silently fall back to an unfused path that materialises S² scores.
@@ -15,9 +19,13 @@ from __future__ import annotations
 
 import functools
 import os
+from collections import OrderedDict
 from typing import Any, Optional
 
+import numpy as np
+
 import torch
+from longca.errors import UnsupportedError
 from longca.masks.mask_mods import mask_mod_builder, natural_mask_mod
 
 from .blockmask import BLOCK, block_mask_from_slices
@@ -49,12 +57,34 @@ def raise_recompile_limits(limit: int = RECOMPILE_LIMIT) -> None:
             setattr(dynamo_config, name, limit)
 
 
+class BlockMaskCache:
+    """The BlockMasks of the last `size` distinct (slices, lengths, device), least recently used dropped."""
+
+    def __init__(self, size: int = 64):
+        self.size = size
+        self._masks: OrderedDict[tuple, Any] = OrderedDict()
+
+    def get(self, slices, seqlen_q: int, seqlen_k: int, device):
+        arr = np.ascontiguousarray(np.asarray(slices, dtype=np.int64).reshape(-1, 5))
+        key = (arr.tobytes(), seqlen_q, seqlen_k, str(device))
+        block_mask = self._masks.get(key)
+        if block_mask is None:
+            block_mask = block_mask_from_slices(arr, seqlen_q, seqlen_k, device)
+            self._masks[key] = block_mask
+            if len(self._masks) > self.size:
+                self._masks.popitem(last=False)
+        else:
+            self._masks.move_to_end(key)
+        return block_mask
+
+
 class FlexKernel:
     """prepare / run / lse primitives of flex_attention with fixed `kernel_options`."""
 
     def __init__(self, kernel_options: Optional[dict[str, Any]] = None):
         self.kernel_options = dict(kernel_options or {})
         self._compiled: dict[str, Any] = {}
+        self.block_masks = BlockMaskCache()
 
     def fn(self, device: torch.device):
         """flex_attention (with this kernel's options), compiled once per process where wanted."""
@@ -93,7 +123,7 @@ class FlexKernel:
         return self.call(q, k, v, block_mask)
 
     def forward_lse(self, q, k, v, slices, softmax_scale: Optional[float] = None):
-        bm = block_mask_from_slices(slices, q.shape[1], k.shape[1], q.device)
+        bm = self.block_masks.get(slices, q.shape[1], k.shape[1], q.device)
         with torch.no_grad():
             out, lse = self.call(q, k, v, bm, softmax_scale, lse=True)
         return out, lse.float()
@@ -105,7 +135,7 @@ class FlexKernel:
         and c * (rowsum(dout * out_l) - rowsum(dout * out)) into lse_l, with c = exp(lse_l - lse):
         exactly the gradient a kernel with an explicit-lse backward would give.
         """
-        bm = block_mask_from_slices(slices, q.shape[1], k.shape[1], q.device)
+        bm = self.block_masks.get(slices, q.shape[1], k.shape[1], q.device)
         leaves = [t.detach().requires_grad_() for t in (q, k, v)]
         with torch.enable_grad():
             out_l, lse_l = self.call(leaves[0], leaves[1], leaves[2], bm, softmax_scale, lse=True)
@@ -114,10 +144,23 @@ class FlexKernel:
             d_local = (dout.float() * out_l.float()).sum(-1).transpose(1, 2)
             d_global = (dout.float() * out.float()).sum(-1).transpose(1, 2)
             dlse = c * (d_local - d_global)
-            grads = torch.autograd.grad((out_l, lse_l), leaves,
-                                        ((dout.float() * c_rows).to(out_l.dtype), dlse.to(lse_l.dtype)),
-                                        allow_unused=True)
+            try:
+                grads = torch.autograd.grad((out_l, lse_l), leaves,
+                                            ((dout.float() * c_rows).to(out_l.dtype), dlse.to(lse_l.dtype)),
+                                            allow_unused=True)
+            except Exception as exc:  # noqa: BLE001 - only the backend's dLSE refusal is translated
+                if "dLSE" not in str(exc):
+                    raise
+                raise UnsupportedError(f"backward_lse needs the gradient through flex_attention's lse, which this "
+                                       f"backend refuses: {dlse_refusal(exc)}") from exc
         return tuple(torch.zeros_like(x) if g is None else g for g, x in zip(grads, (q, k, v)))
+
+
+def dlse_refusal(exc: BaseException) -> str:
+    """torch's own sentence, from the compile error that wraps it (e.g. BACKEND=FLASH in torch 2.11)."""
+    text = " ".join(str(exc).split())
+    start = text.find("FLASH backend")
+    return text[start if start >= 0 else 0:][:200]
 
 
 def supports_mask(problem, mask) -> Optional[str]:

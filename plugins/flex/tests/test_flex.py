@@ -57,3 +57,47 @@ def test_user_block_mask_is_the_mask(mask):
     q = torch.arange(m.seqlen)[:, None]
     kv = torch.arange(m.seqlen)[None, :]
     assert np.array_equal(bm.mask_mod(0, 0, q, kv).expand(m.seqlen, m.seqlen).numpy(), m.dense())
+
+
+def test_lse_primitives_reuse_the_block_mask_of_a_crop():
+    """A CP strategy passes the same crops every step: their BlockMask is built once, not per call."""
+    from longca_plugin_flex.kernel import BlockMaskCache
+
+    a, b = build_mask(problem("causal_document")), build_mask(problem("causal"))
+    cache = BlockMaskCache(size=1)
+    first = cache.get(a.slices, a.seqlen, a.seqlen, "cpu")
+    assert cache.get(np.array(a.slices).tolist(), a.seqlen, a.seqlen, "cpu") is first  # same crop, any form
+    other = cache.get(b.slices, b.seqlen, b.seqlen, "cpu")
+    assert other is not first and np.array_equal(other.to_dense()[0, 0].numpy() > 0, b.block_map(128) > 0)
+    assert cache.get(a.slices, a.seqlen, a.seqlen, "cpu") is not first  # size 1: the first was dropped
+
+
+def test_backward_lse_refused_by_the_backend_is_unsupported(monkeypatch):
+    """A backend without the gradient through lse (FLASH in torch 2.11) makes backward_lse `unsupported`
+    with the backend's own sentence; any other failure stays an error."""
+    from longca.errors import UnsupportedError
+    from longca_plugin_flex.kernel import FlexKernel
+
+    message = ("LoweringException: NotImplementedError: FLASH backend backward does not support differentiating "
+               "through logsumexp (dLSE). Use BACKEND='TRITON'")
+
+    class Refusing(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v):
+            return q * 1.0, q.sum(-1).transpose(1, 2) * 1.0
+
+        @staticmethod
+        def backward(ctx, g_out, g_lse):
+            raise RuntimeError(text)
+
+    kernel = FlexKernel({"BACKEND": "FLASH"})
+    monkeypatch.setattr(kernel, "call", lambda q, k, v, bm, scale=None, lse=False: Refusing.apply(q, k, v))
+    m = build_mask(problem("causal"))
+    q, k, v = (torch.randn(1, m.seqlen, 2, 8) for _ in range(3))
+    out, lse = torch.randn(1, m.seqlen, 2, 8), torch.zeros(1, 2, m.seqlen)
+    text = message
+    with pytest.raises(UnsupportedError, match=r"refuses: FLASH backend backward does not support .*dLSE"):
+        kernel.backward_lse(torch.randn_like(out), q, k, v, out, lse, m.slices)
+    text = "some other failure"
+    with pytest.raises(RuntimeError, match="some other failure"):
+        kernel.backward_lse(torch.randn_like(out), q, k, v, out, lse, m.slices)
