@@ -6,66 +6,26 @@ Everything is merged in float32; rows that saw no key keep lse = -inf and a zero
 """
 from __future__ import annotations
 
-import logging
 import math
-import os
 from typing import Optional
 
 import torch
 
-log = logging.getLogger(__name__)
 
+def merge_(out_acc: torch.Tensor, lse_acc: torch.Tensor, out: torch.Tensor, lse: torch.Tensor) -> None:
+    """In place: (out_acc (B, S, H, D) f32, lse_acc (B, H, S) f32) <- merged with (out, lse).
 
-def merge_math_(out_acc: torch.Tensor, lse_acc: torch.Tensor, out: torch.Tensor, lse: torch.Tensor) -> None:
-    """The merge as tensor operations (eager on a CPU; compiled into one pass over the output on CUDA).
-
-    Eager, it reads and writes the float32 accumulator twice (`mul_`, then `addcmul_`, which reads
-    the call's output in its own dtype: no float copy) and the weights are (B, H, S) tensors, small
-    next to the output: 18 bytes per output element and call. Compiled, the same operations fuse into
-    one pass: read the accumulator and the output, write the accumulator (10 bytes per element).
+    `mul_` then `addcmul_`, which reads the call's output in its own dtype (no float copy): 18 bytes
+    per output element by its tensor operations; the weights are (B, H, S) tensors, small next to
+    the output. Measured on an H200 (docs/cp-simulator/merge-h200.md) it is 25 % faster than the
+    float-copy merge it replaced; torch.compile of the same operations was slower still, so it is
+    not compiled.
     """
     new = torch.logaddexp(lse_acc, lse)
     w_old = torch.exp(lse_acc - new).nan_to_num(0.0).transpose(1, 2).unsqueeze(-1)
     w_new = torch.exp(lse - new).nan_to_num(0.0).transpose(1, 2).unsqueeze(-1)
     out_acc.mul_(w_old).addcmul_(out, w_new)
     lse_acc.copy_(new)
-
-
-_compiled: dict[str, object] = {}
-
-
-def _fused():
-    """`merge_math_` compiled once (dynamic shapes: every call size shares the kernel); None when unavailable."""
-    if "fn" not in _compiled:
-        fn = None
-        if os.environ.get("LONGCA_MERGE", "fused") != "eager":
-            try:
-                fn = torch.compile(merge_math_, dynamic=True, fullgraph=True)
-            except Exception as exc:  # noqa: BLE001 - no compiler here: the eager merge is exact too
-                log.warning("lse merge: torch.compile unavailable (%s); merging eagerly", exc)
-        _compiled["fn"] = fn
-    return _compiled["fn"]
-
-
-def merge_(out_acc: torch.Tensor, lse_acc: torch.Tensor, out: torch.Tensor, lse: torch.Tensor) -> None:
-    """In place: (out_acc (B, S, H, D) f32, lse_acc (B, H, S) f32) <- merged with (out, lse).
-
-    On CUDA the merge runs compiled (`LONGCA_MERGE=eager` turns that off); if the first compiled
-    call fails the reason is logged once and the eager merge is used from then on.
-    """
-    fn = _fused() if out_acc.is_cuda else None
-    if fn is None:
-        merge_math_(out_acc, lse_acc, out, lse)
-    elif _compiled.get("ran"):
-        fn(out_acc, lse_acc, out, lse)
-    else:
-        try:  # the first call compiles: a failure there (no Triton for this GPU, ...) is not the caller's
-            fn(out_acc, lse_acc, out, lse)
-            _compiled["ran"] = True
-        except Exception as exc:  # noqa: BLE001 - compiling fails before anything is written
-            log.warning("lse merge: compiling the merge failed (%s: %s); merging eagerly", type(exc).__name__, exc)
-            _compiled["fn"] = None
-            merge_math_(out_acc, lse_acc, out, lse)
 
 
 def _overlaps(ranges: list[tuple[int, int]], a: int, b: int) -> bool:

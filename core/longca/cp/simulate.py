@@ -34,14 +34,16 @@ from .costmodel import KernelFit, kernel_fit, table_features, tflops
 from .schedule import ELEMENT_BYTES, GatherSchedule, RankCalls, RingSchedule, Schedule
 from .topology import Topology
 
-# bytes moved per output element by the float32 lse merge of one call on CUDA (`merge.merge_`: its tensor
-# operations compiled into one pass that reads the float32 accumulator and the call's output and writes the
-# accumulator; 18 eager) and by a gradient sum
-MERGE_BYTES, GRAD_BYTES, CAST_BYTES = 10, 10, 6
-# the merge longca's measured CP rows (docs/results/h200x2, docs/context-parallel) ran: before the compiled
-# merge, a float copy of the output and separate multiply and add (34 bytes per element); they are
-# re-simulated (and the per-call overhead fitted from them) with this figure
-MERGE_BYTES_MEASURED_ROWS = 34
+# the float32 lse merge of one call (`merge.merge_`), per output element, as the bytes whose time at the
+# preset's HBM figure it takes: measured on an H200 (docs/cp-simulator/merge-h200, benchmarks/cp_merge.py:
+# the slope over 2,048-8,192 rows at 64 heads, 8.7e-9 ms per element = 33 bytes at 3.84 TB/s; its tensor
+# operations alone count 18, the rest is the small lse operations and the kernels' own efficiency; the
+# ~0.03 ms fixed per merge is in the per-call overhead); a gradient sum and a cast by their counted bytes
+MERGE_BYTES, GRAD_BYTES, CAST_BYTES = 33, 10, 6
+# the merge longca's measured CP rows (docs/results/h200x2, docs/context-parallel) ran: before this one, a
+# float copy of the output and separate multiply and add, measured the same way at 45 bytes (34 counted);
+# those rows are re-simulated (and the per-call overhead fitted from them) with it
+MERGE_BYTES_MEASURED_ROWS = 45
 # device-memory bytes moved per byte of a collective by the copies around it in `comm`: the all-to-all
 # makes its input contiguous and permutes its output (read + write each); the all-gather's output is
 # reordered into the global sequence (`Layout.assemble`); the reduce-scatter's input is stacked first
