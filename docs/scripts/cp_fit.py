@@ -37,8 +37,9 @@ def main(paths: list[Path]) -> None:
               overhead)
     for kernel, by in fits.items():
         for direction, fit in by.items():
+            kept = fit.selection["loo_median_err_pct_with_diagonal"] < fit.selection["loo_median_err_pct_without"]
             print(f"{kernel:10s} {direction}  rows {fit.rows:3d}  median |err| {fit.median_err_pct:5.1f} %  "
-                  f"max {fit.max_err_pct:5.1f} %")
+                  f"max {fit.max_err_pct:5.1f} %  diagonal term {'kept' if kept else 'not kept'}")
     print(f"wrote {FIT_PATH}")
 
 

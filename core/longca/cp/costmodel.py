@@ -3,14 +3,20 @@
 A call is priced from its slices with a tile model (tile T = 128 rows x 128 keys):
 
     ms = launch + row * heads * sum(ceil(Lq / T)) + tile * heads * sum(padded area) + segment * heads * slices
+         + diagonal * heads * sum(diagonal row blocks)
 
 `padded area` counts what a tiled kernel computes: a full slice rounded up to whole tiles, a
 triangle's area plus half a tile per row block on its diagonal. `launch` is the fixed cost of a
 call, `row` the cost of a row block (load Q, write O and lse), `tile` the cost per unmasked pair,
-`segment` the cost of each slice (a varlen segment: one per document piece). The four
-coefficients are fitted per kernel and direction by least squares on relative error over the
-rows of the masks CP calls are made of (full, causal, full_document, causal_document), each
-row's features averaged over its own mask draws (rebuilt from its sampler and seed).
+`segment` the cost of each slice (a varlen segment: one per document piece), `diagonal` the
+extra cost of a row block that crosses a causal diagonal (two for a bi-causal slice): those tiles
+are computed with the mask applied element by element (FlashAttention-2 runs
+`ceil(kBlockM / kBlockN) + 1` masked key steps there), so a causal document of a few row blocks
+costs more per pair than its padded area says. The coefficients are fitted per kernel and
+direction by least squares on relative error over the rows of the masks CP calls are made of
+(full, causal, full_document, causal_document), each row's features averaged over its own mask
+draws (rebuilt from its sampler and seed); the diagonal term is kept only where it predicts the
+kernel's own rows better, each left out in turn (`_select_fit`).
 
 Outside the data the rule is the model itself: linear in tiles above the largest measured call
 (constant throughput, the flat TFLOP/s of 24K-48K rows supports it) and dominated by the launch
@@ -35,32 +41,34 @@ from .calls import CallTable, pair_table
 TILE = 128
 FIT_MASKS = ("full", "causal", "full_document", "causal_document")
 FIT_PATH = Path(__file__).resolve().parent.parent / "data" / "cp_kernel_fit.json"
-NAMES = ("launch_ms", "row_ms", "tile_ms", "segment_ms")
+NAMES = ("launch_ms", "row_ms", "tile_ms", "segment_ms", "diagonal_ms")
 
 
-def slice_features(slices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(row blocks, padded area) of each slice."""
+def slice_features(slices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row blocks, padded area, row blocks on a diagonal) of each slice."""
     s = sl.as_array(slices)
     lq, lk, kind = s[:, 1] - s[:, 0], s[:, 3] - s[:, 2], s[:, 4]
     nq, nk = -(-lq // TILE), -(-lk // TILE)
     exact = np.where(kind == sl.FULL, lq * lk,
                      np.where(kind == sl.BI_CAUSAL, lq * (lk - lq + 1), lq * (lk - lq) + lq * (lq + 1) // 2))
-    diag = np.where(kind == sl.FULL, 0, np.where(kind == sl.BI_CAUSAL, 2, 1)) * nq * (TILE * TILE // 2)
-    padded = np.minimum(exact + diag, nq * nk * TILE * TILE)
+    diagonal = np.where(kind == sl.FULL, 0, np.where(kind == sl.BI_CAUSAL, 2, 1)) * nq
+    padded = np.minimum(exact + diagonal * (TILE * TILE // 2), nq * nk * TILE * TILE)
     padded = np.where(kind == sl.FULL, nq * nk * TILE * TILE, padded)
-    return nq.astype(float), padded.astype(float)
+    return nq.astype(float), padded.astype(float), diagonal.astype(float)
 
 
 def table_features(table: CallTable, heads: int) -> np.ndarray:
-    """(calls, 4): launches, head row blocks, head padded area, head segments of every call of a table."""
+    """(calls, 5): launches, head row blocks, head padded area, head segments, head diagonal row blocks of
+    every call of a table."""
     if not len(table):
         return np.zeros((0, len(NAMES)))
-    nq, padded = slice_features(table.slices)
+    nq, padded, diagonal = slice_features(table.slices)
     first = table.start[:-1]
     rows = np.add.reduceat(nq, first) * heads
     area = np.add.reduceat(padded, first) * heads
     segments = np.diff(table.start).astype(float) * heads
-    return np.column_stack([np.ones(len(table)), rows, area, segments])
+    diagonals = np.add.reduceat(diagonal, first) * heads
+    return np.column_stack([np.ones(len(table)), rows, area, segments, diagonals])
 
 
 @dataclass
@@ -78,10 +86,13 @@ class KernelFit:
     max_err_pct: float
     work_range: tuple[float, float]  # smallest and largest head padded area of a fitted row
     residuals: list[dict[str, Any]] = field(default_factory=list)
+    diagonal_ms: float = 0.0  # last, with defaults: fit files written before they existed still load
+    # leave-one-out median |error| % over the fitted rows with and without the diagonal term (which was kept)
+    selection: dict[str, float] = field(default_factory=dict)
 
     @property
     def coef(self) -> np.ndarray:
-        return np.array([self.launch_ms, self.row_ms, self.tile_ms, self.segment_ms])
+        return np.array([self.launch_ms, self.row_ms, self.tile_ms, self.segment_ms, self.diagonal_ms])
 
     def price(self, features: np.ndarray) -> np.ndarray:
         """Milliseconds of each call (features from `table_features`)."""
@@ -102,6 +113,28 @@ def _nonneg_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if (x >= 0).all() or not active:
             return np.maximum(x, 0)
         active.remove(int(np.argmin(np.where(np.isin(np.arange(len(x)), active), x, np.inf))))
+
+
+def _loo_median_err(x: np.ndarray, t: np.ndarray) -> float:
+    """Median |error| % of each row predicted by the fit on the other rows."""
+    errs = []
+    for i in range(len(t)):
+        keep = np.arange(len(t)) != i
+        coef = _nonneg_lstsq(x[keep] / t[keep, None], np.ones(int(keep.sum())))
+        errs.append(abs(x[i] @ coef - t[i]) / t[i])
+    return 100 * float(np.median(errs))
+
+
+def _select_fit(x: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+    """Coefficients on relative error; the diagonal term is kept only where it predicts the kernel's own
+    rows better, each left out of its fit in turn (a tie keeps the simpler model). The rule sees only the
+    fitted rows, never a row the simulator is validated on."""
+    plain = x.copy()
+    plain[:, NAMES.index("diagonal_ms")] = 0.0
+    with_diagonal, without = _loo_median_err(x, t), _loo_median_err(plain, t)
+    chosen = x if with_diagonal < without else plain
+    return _nonneg_lstsq(chosen / t[:, None], np.ones(len(t))), {"loo_median_err_pct_with_diagonal": with_diagonal,
+                                                                  "loo_median_err_pct_without": without}
 
 
 def row_features(row: dict[str, Any], registry=None) -> np.ndarray:
@@ -134,15 +167,16 @@ def fit_rows(rows: Iterable[dict[str, Any]], registry=None) -> dict[str, dict[st
             continue
         x = np.array([f for f, _, _ in items])
         t = np.array([ms for _, ms, _ in items])
-        coef = _nonneg_lstsq(x / t[:, None], np.ones(len(t)))
+        coef, selection = _select_fit(x, t)
         pred = x @ coef
         err = 100 * (pred - t) / t
         residuals = [{"mask": r["mask"], "seqlen": r["seqlen"], "measured_ms": ms, "model_ms": float(p),
                       "err_pct": float(e)} for (_, ms, r), p, e in zip(items, pred, err)]
-        launch_ms, row_ms, tile_ms, segment_ms = (float(c) for c in coef)
+        launch_ms, row_ms, tile_ms, segment_ms, diagonal_ms = (float(c) for c in coef)
         fits.setdefault(kernel, {})[direction] = KernelFit(
             kernel, direction, launch_ms, row_ms, tile_ms, segment_ms, len(items), float(np.median(np.abs(err))),
-            float(np.max(np.abs(err))), (float(x[:, 2].min()), float(x[:, 2].max())), residuals)
+            float(np.max(np.abs(err))), (float(x[:, 2].min()), float(x[:, 2].max())), residuals, diagonal_ms,
+            selection)
     return fits
 
 
