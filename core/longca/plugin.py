@@ -31,6 +31,7 @@ _LAZY = {
     "reference_forward_lse": ("longca.reference", "forward_lse"),
     "reference_backward_lse": ("longca.reference", "backward_lse"),
     "Problem": ("longca.problem", "Problem"),
+    "installed_version": ("longca.runinfo", "installed_version"),
     # context parallelism: the pieces every strategy shares (docs/context-parallel.md)
     "InnerKernel": ("longca.cp.inner", "InnerKernel"),
     "CPPlan": ("longca.cp.plan", "CPPlan"),

@@ -15,6 +15,18 @@ from . import __version__
 RUNS_FILE = "runs.jsonl"
 
 
+def installed_version(*distributions: str) -> Optional[str]:
+    """The version of the first of `distributions` that is installed, or None (a library's names vary)."""
+    from importlib import metadata
+
+    for dist in distributions:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
 def _default(value: Any) -> Any:
     return value.tolist() if hasattr(value, "tolist") else str(value)
 

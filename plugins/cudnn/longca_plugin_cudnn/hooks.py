@@ -15,9 +15,9 @@
 """
 from __future__ import annotations
 
-from importlib import metadata
 from typing import Any, Optional
 
+from longca.runinfo import installed_version
 from longca import hookimpl
 from longca.specs import KernelSpec
 from longca.flashplan.executor import CallArgs, ExecCall, lse_primitives
@@ -211,8 +211,6 @@ def longca_env_info(info):
 
     if torch.backends.cudnn.is_available():
         info["cudnn"] = str(torch.backends.cudnn.version())
-    try:
-        info["nvidia-cudnn-frontend"] = metadata.version("nvidia-cudnn-frontend")
-    except metadata.PackageNotFoundError:
-        pass
+    if (found := installed_version("nvidia-cudnn-frontend")):
+        info["nvidia-cudnn-frontend"] = found
     info["cudnn_plugin_path"] = PATH

@@ -12,9 +12,9 @@ from __future__ import annotations
 import functools
 import importlib.util
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any, Optional
 
+from longca.runinfo import installed_version
 from longca import hookimpl
 from longca.specs import KernelSpec
 
@@ -89,10 +89,7 @@ def run(prepared: Prepared, q, k, v):
 
 
 def _version() -> str:
-    try:
-        return metadata.version("block_sparse_attn")
-    except metadata.PackageNotFoundError:
-        return ""
+    return installed_version("block_sparse_attn") or ""
 
 
 @hookimpl

@@ -6,9 +6,9 @@ calls share query rows (see `plan` and `executor`). Block-sparse masks are not s
 """
 from __future__ import annotations
 
-from importlib import metadata
 from typing import Optional
 
+from longca.runinfo import installed_version
 from longca import hookimpl
 from longca.specs import KernelSpec
 
@@ -37,10 +37,8 @@ def supports_mask(problem, mask) -> Optional[str]:
 
 def backend() -> str:
     if backends.chosen() == "flash_attn":
-        try:
-            return f"flash_attn {metadata.version('flash-attn')}"
-        except metadata.PackageNotFoundError:
-            return "flash_attn"
+        found = installed_version("flash-attn")
+        return f"flash_attn {found}" if found else "flash_attn"
     import torch
 
     return (f"torch {torch.__version__} bundled FlashAttention-2 "
@@ -78,8 +76,5 @@ def longca_kernels():
 
 @hookimpl
 def longca_env_info(info):
-    for dist in ("flash-attn",):
-        try:
-            info[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
+    if (found := installed_version("flash-attn")):
+        info["flash-attn"] = found

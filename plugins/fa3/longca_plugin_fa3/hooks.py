@@ -9,9 +9,9 @@ folder (see README).
 from __future__ import annotations
 
 import importlib.util
-from importlib import metadata
 from typing import Optional
 
+from longca.runinfo import installed_version
 from longca import hookimpl
 from longca.specs import KernelSpec
 from longca.flashplan.executor import CallArgs, ExecCall, lse_primitives
@@ -129,12 +129,7 @@ def supports_mask(problem, mask) -> Optional[str]:
 
 
 def version() -> str:
-    for dist in ("flash_attn_3", "flash-attn-3"):
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return "unknown version"
+    return installed_version("flash_attn_3", "flash-attn-3") or "unknown version"
 
 
 prepare, run = make_prepare_run(FA3, public_for)

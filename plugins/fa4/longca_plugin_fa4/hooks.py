@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from importlib import metadata
 from typing import Optional
 
+from longca.runinfo import installed_version
 from longca import hookimpl
 from longca.specs import KernelSpec
 from longca.flashplan.executor import CallArgs, ExecCall, lse_primitives
@@ -103,12 +103,7 @@ def supports_mask(problem, mask) -> Optional[str]:
 
 
 def version() -> str:
-    for dist in ("flash-attn-4", "fa4"):
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return "unknown version"
+    return installed_version("flash-attn-4", "fa4") or "unknown version"
 
 
 prepare, run = make_prepare_run(FA4, public_for)
@@ -144,7 +139,5 @@ def longca_kernels():
 @hookimpl
 def longca_env_info(info):
     for dist in ("flash-attn-4", "nvidia-cutlass-dsl", "quack-kernels", "apache-tvm-ffi"):
-        try:
-            info[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
+        if (found := installed_version(dist)):
+            info[dist] = found

@@ -13,9 +13,9 @@ import functools
 import importlib.util
 import inspect
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any, Optional
 
+from longca.runinfo import installed_version
 from longca import hookimpl
 from longca.masks.catalog import BLOCK_SPARSE_MASKS
 from longca.specs import KernelSpec
@@ -26,10 +26,7 @@ WORKSPACE_BYTES = 128 * 1024 * 1024  # FlashInfer's recommended float workspace
 
 
 def _version() -> str:
-    try:
-        return metadata.version("flashinfer-python")
-    except metadata.PackageNotFoundError:
-        return ""
+    return installed_version("flashinfer-python") or ""
 
 
 @functools.lru_cache(maxsize=None)

@@ -16,10 +16,10 @@ kernel). What refuses a case, and where:
 """
 from __future__ import annotations
 
-from importlib import metadata
 from typing import Optional
 
 import torch
+from longca.runinfo import installed_version
 from longca import hookimpl
 from longca.specs import ANY_STATIC, KernelSpec
 from longca_plugin_flex.kernel import FlexKernel, supports_mask
@@ -72,12 +72,7 @@ def supports(problem) -> Optional[str]:
 
 
 def version() -> str:
-    for dist in ("flash-attn-4", "fa4"):
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return "unknown version"
+    return installed_version("flash-attn-4", "fa4") or "unknown version"
 
 
 def backend() -> str:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import functools
 import importlib.util
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any, Callable, Optional
+
+from longca.runinfo import installed_version
 
 KINDS = {"tk": "ThunderKittens sm90", "triton": "Triton"}
 PACKAGES = {"fastvideo-kernel": "fastvideo_kernel", "vsa": "vsa"}
@@ -34,10 +35,7 @@ class Backend:
 
 
 def version(distribution: str) -> Optional[str]:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return None
+    return installed_version(distribution)
 
 
 def installed() -> list[str]:
