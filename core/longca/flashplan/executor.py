@@ -14,14 +14,14 @@ context-parallel strategies use.
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Optional, Protocol
+from typing import Optional, Protocol
 
 import numpy as np
 import torch
 
 from ..autograd import lse_attention
+from ..lru import SlicesCache
 from .plan import Plan, WindowCheck, any_window, make_plan
 
 
@@ -243,22 +243,14 @@ class PlanCache:
     """Plans for slices seen before (context-parallel strategies call the primitives many times)."""
 
     def __init__(self, size: int = 64):
-        self.size = size
-        self._plans: OrderedDict[Any, ExecPlan] = OrderedDict()
+        self._plans: SlicesCache[ExecPlan] = SlicesCache(size)
 
     def get(self, adapter: Adapter, slices, seqlen_q: int, seqlen_k: int, batch: int, scale: float, device) -> ExecPlan:
-        arr = np.ascontiguousarray(np.asarray(slices, dtype=np.int64).reshape(-1, 5))
-        key = (adapter.name, arr.tobytes(), seqlen_q, seqlen_k, batch, scale, str(device))
-        ex = self._plans.get(key)
-        if ex is None:
-            ex = ExecPlan(make_plan(arr, seqlen_q, seqlen_k, getattr(adapter, "window_ok", any_window)),
-                          batch, scale, device)
-            self._plans[key] = ex
-            if len(self._plans) > self.size:
-                self._plans.popitem(last=False)
-        else:
-            self._plans.move_to_end(key)
-        return ex
+        def make(arr):
+            return ExecPlan(make_plan(arr, seqlen_q, seqlen_k, getattr(adapter, "window_ok", any_window)),
+                            batch, scale, device)
+
+        return self._plans.get(slices, (adapter.name, seqlen_q, seqlen_k, batch, scale, str(device)), make)
 
 
 def lse_primitives(adapter_factory):

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import functools
 import os
-from collections import OrderedDict
 from typing import Any, Optional
 
-import numpy as np
 
 import torch
 from longca.errors import UnsupportedError
+from longca.lru import SlicesCache
 from longca.masks.mask_mods import mask_mod_builder, natural_mask_mod
 
 from .blockmask import BLOCK, block_mask_from_slices
@@ -61,21 +60,11 @@ class BlockMaskCache:
     """The BlockMasks of the last `size` distinct (slices, lengths, device), least recently used dropped."""
 
     def __init__(self, size: int = 64):
-        self.size = size
-        self._masks: OrderedDict[tuple, Any] = OrderedDict()
+        self._masks: SlicesCache[Any] = SlicesCache(size)
 
     def get(self, slices, seqlen_q: int, seqlen_k: int, device):
-        arr = np.ascontiguousarray(np.asarray(slices, dtype=np.int64).reshape(-1, 5))
-        key = (arr.tobytes(), seqlen_q, seqlen_k, str(device))
-        block_mask = self._masks.get(key)
-        if block_mask is None:
-            block_mask = block_mask_from_slices(arr, seqlen_q, seqlen_k, device)
-            self._masks[key] = block_mask
-            if len(self._masks) > self.size:
-                self._masks.popitem(last=False)
-        else:
-            self._masks.move_to_end(key)
-        return block_mask
+        return self._masks.get(slices, (seqlen_q, seqlen_k, str(device)),
+                               lambda arr: block_mask_from_slices(arr, seqlen_q, seqlen_k, device))
 
 
 class FlexKernel:
