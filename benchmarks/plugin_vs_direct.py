@@ -140,11 +140,8 @@ def _first(res):
     return res[0] if isinstance(res, tuple) else res
 
 
-def flash_direct(lib: str, mask, q, k, v) -> Direct | str:
-    win = _window(mask)
-    if win is None:
-        return "n/a: no one-call form in the library (the plugin merges several calls through lse)"
-    causal, left, right = win
+def flash_direct(lib: str, mask, q, k, v) -> Direct:
+    causal, left, right = _window(mask)  # a one-call mask: direct_refusal turned the others away
     if lib == "fa3":
         from flash_attn_interface import flash_attn_func, flash_attn_varlen_func
         window = (left, right) if not causal else (-1, -1)
@@ -178,9 +175,7 @@ def fa2_direct(mask, q, k, v) -> Direct | str:
                 return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                       is_causal=causal, enable_gqa=gqa).transpose(1, 2)
         return run
-    if mask.name not in ("full_document", "causal_document"):
-        return "n/a: torch exposes FlashAttention-2 windows and multi-call masks only through private aten ops"
-    import inspect
+    import inspect  # documents (direct_refusal turned windows and multi-call masks away)
 
     from torch.nn.attention.varlen import varlen_attn
 
@@ -203,11 +198,9 @@ def fa2_direct(mask, q, k, v) -> Direct | str:
     return run
 
 
-def sdpa_direct(mask, q, k, v) -> Direct | str:
+def sdpa_direct(mask, q, k, v) -> Direct:
     import torch.nn.functional as F
 
-    if mask.name not in ("full", "causal"):
-        return "not timed: an S x S boolean attn_mask, the same call in the plugin (memory-efficient/math backend)"
     causal, gqa = mask.name == "causal", q.shape[2] != k.shape[2]
     return lambda q, k, v: F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                           is_causal=causal, enable_gqa=gqa).transpose(1, 2)
@@ -216,14 +209,11 @@ def sdpa_direct(mask, q, k, v) -> Direct | str:
 # ---------------------------------------------------------------- cuDNN frontend, by hand
 
 
-def cudnn_direct(mask, q, k, v) -> Direct | str:
+def cudnn_direct(mask, q, k, v) -> Direct:
     """A forward graph with stats and a backward graph, as cudnn-frontend's own SDPA samples write them."""
     import cudnn
 
-    win = _window(mask)
-    if win is None or "doc_lens" in mask.params:
-        return "n/a: not hand-written here (documents need cuDNN's ragged layout; others several graphs)"
-    causal, left, right = win
+    causal, left, right = _window(mask)  # a one-call, document-free mask: see direct_refusal
     b, s, hq, d = q.shape
     hkv = k.shape[2]
     scale = 1.0 / math.sqrt(d)
@@ -310,6 +300,10 @@ def direct_refusal(kernel: str, mask) -> Optional[str]:
 
 
 def make_direct(kernel: str, mask, q, k, v) -> Direct | str:
+    """The hand-written call, or why there is none (`direct_refusal`, or fa2's GQA check on this torch)."""
+    refusal = direct_refusal(kernel, mask)
+    if refusal:
+        return refusal
     if kernel == "flex":
         return flex_direct(mask, q, k, v)
     if kernel == "flex-fa4":
@@ -320,9 +314,7 @@ def make_direct(kernel: str, mask, q, k, v) -> Direct | str:
         return fa2_direct(mask, q, k, v)
     if kernel == "sdpa":
         return sdpa_direct(mask, q, k, v)
-    if kernel == "cudnn":
-        return cudnn_direct(mask, q, k, v)
-    return f"n/a: no hand-written call for kernel {kernel!r}"
+    return cudnn_direct(mask, q, k, v)
 
 
 # ---------------------------------------------------------------- measuring
