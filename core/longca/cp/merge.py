@@ -17,7 +17,7 @@ def merge_(out_acc: torch.Tensor, lse_acc: torch.Tensor, out: torch.Tensor, lse:
 
     `mul_` then `addcmul_`, which reads the call's output in its own dtype (no float copy): 18 bytes
     per output element by its tensor operations; the weights are (B, H, S) tensors, small next to
-    the output. Measured on an H200 (docs/cp-simulator/merge-h200.md) it is 25 % faster than the
+    the output. Measured on an H200 (docs/results/h200/cp-merge) it is 25 % faster than the
     float-copy merge it replaced; torch.compile of the same operations was slower still, so it is
     not compiled.
     """

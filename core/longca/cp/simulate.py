@@ -35,7 +35,7 @@ from .schedule import ELEMENT_BYTES, GatherSchedule, RankCalls, RingSchedule, Sc
 from .topology import Topology
 
 # the float32 lse merge of one call (`merge.merge_`), per output element, as the bytes whose time at the
-# preset's HBM figure it takes: measured on an H200 (docs/cp-simulator/merge-h200, benchmarks/cp_merge.py:
+# preset's HBM figure it takes: measured on an H200 (docs/results/h200/cp-merge, benchmarks/cp_merge.py:
 # the slope over 2,048-8,192 rows at 64 heads, 8.7e-9 ms per element = 33 bytes at 3.84 TB/s; its tensor
 # operations alone count 18, the rest is the small lse operations and the kernels' own efficiency; the
 # ~0.03 ms fixed per merge is in the per-call overhead); a gradient sum and a cast by their counted bytes
