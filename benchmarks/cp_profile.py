@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from longca.cp.check import global_dout
+from longca.errors import LongcaError
 from longca.cp.inner import inner_kernel
 from longca.cp.measure import resolve
 from longca.plugins import get_registry
@@ -106,11 +107,17 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
+    registry = get_registry()
+    registry.kernel(args.kernel)  # unknown names and sizes fail here, before a GPU is touched
+    for name in args.strategies.split(","):
+        registry.strategy(name)
+    hq, hkv = parse_heads(args.heads)
+    parse_size(args.seqlen)
+    if not torch.cuda.is_available():
+        raise SystemExit("cp_profile: needs a CUDA GPU (it profiles CUDA kernels over NCCL)")
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29517")
     dist.init_process_group("nccl", rank=0, world_size=1)
-    registry = get_registry()
-    hq, hkv = parse_heads(args.heads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     text = [f"# {args.kernel}, {args.mask} {args.seqlen}, heads {args.heads}, d{args.head_dim}: strategy steps "
@@ -139,4 +146,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except LongcaError as exc:  # an unknown kernel, strategy, mask or size: one line, not a traceback
+        raise SystemExit(f"cp_profile: {exc}")
