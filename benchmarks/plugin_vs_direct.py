@@ -476,6 +476,8 @@ def main() -> None:
     parser.add_argument("--prewarm", type=int, default=0, help="compile every case first in this many processes")
     parser.add_argument("--prewarm-minutes", type=float, default=3.0, help="stop waiting for the prewarm after this")
     parser.add_argument("--out", help="folder for rows.jsonl and table.md")
+    parser.add_argument("--resume", action="store_true",
+                        help="skip the cases that already have an ok, n/a or unsupported row in --out's rows.jsonl")
     parser.add_argument("--table", nargs="+", metavar="ROWS", help="only print the table of these rows.jsonl files")
     args = parser.parse_args()
     if args.table:
@@ -491,6 +493,10 @@ def main() -> None:
     cases = [(kernel, mask_name, parse_size(seqlen), direction) for kernel in args.kernels.split(",")
              for seqlen in args.seqlens.split(",") for mask_name in args.masks.split(",")
              for direction in args.directions.split(",")]
+    if args.resume and (out / "rows.jsonl").exists():
+        done = {(r["kernel"], r["mask"], r["seqlen"], r["direction"]) for r in map(json.loads, open(out / "rows.jsonl"))
+                if r["status"] in ("ok", "n/a", "unsupported")}
+        cases = [case for case in cases if case not in done]
     start, rows = time.time(), []
     if args.prewarm > 1:
         prewarm(cases, args)
@@ -514,8 +520,8 @@ def main() -> None:
             f.flush()
             print(json.dumps({k: row.get(k) for k in ("kernel", "mask", "seqlen", "direction", "status", "ratio",
                                                        "plugin_tflops", "against_vs_direct", "wall_s")}), flush=True)
-    (out / "table.md").write_text(table(rows) + "\n")
     print(table(rows))
+    (out / "table.md").write_text(table([json.loads(line) for line in open(out / "rows.jsonl") if line.strip()]) + "\n")
 
 
 if __name__ == "__main__":

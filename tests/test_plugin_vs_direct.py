@@ -53,3 +53,7 @@ def test_cpu_run_writes_rows_with_both_timings(tmp_path, monkeypatch):
     assert by[("sdpa", "causal")]["status"] == "ok"
     assert by[("sdpa", "share_question")]["status"] == "n/a" and "boolean" in by[("sdpa", "share_question")]["reason"]
     assert (tmp_path / "table.md").read_text().startswith("| kernel |")
+    monkeypatch.setattr(sys, "argv", sys.argv + ["--resume"])
+    pvd.main()  # every case has its row: nothing is run again, the table still shows them all
+    assert len((tmp_path / "rows.jsonl").read_text().splitlines()) == len(rows)
+    assert len((tmp_path / "table.md").read_text().splitlines()) == 2 + len(rows)
