@@ -14,9 +14,11 @@ import argparse
 import multiprocessing as mp
 import os
 import time
+from pathlib import Path
 
 from longca.measure import RunOptions, run_problem
-from longca.sweep import load_spec, problems
+from longca.results import ResultsWriter
+from longca.sweep import case_id, load_spec, problems
 
 
 def _worker(items: list) -> list[str]:
@@ -39,10 +41,14 @@ def main() -> None:
     parser.add_argument("--kernels", default=None, help="only these kernels (comma-separated)")
     parser.add_argument("--max-minutes", type=float, default=5.0,
                         help="stop waiting after this; the sweep compiles the rest")
+    parser.add_argument("--skip-done", metavar="RESULTS", default=None,
+                        help="skip the cases that have a row in this results.jsonl (what `sweep --resume` skips)")
     args = parser.parse_args()
     spec = load_spec(args.spec, installed_kernels_only=True)
     wanted = set(args.kernels.split(",")) if args.kernels else None
-    todo = [p for p in problems(spec) if not p.strategy and (wanted is None or p.kernel in wanted)]
+    done = ResultsWriter(Path(args.skip_done)).done_ids() if args.skip_done else set()
+    todo = [p for p in problems(spec) if not p.strategy and (wanted is None or p.kernel in wanted)
+            and case_id(p) not in done]
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "2")
     start = time.time()
     pool = mp.get_context("spawn").Pool(args.workers)
