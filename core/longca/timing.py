@@ -50,28 +50,34 @@ def time_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, rep
 
 def time_interleaved(fns: dict[str, Callable[[], object]], device: torch.device, warmup: int = 2,
                      repeat: int = 20, flush_l2: bool = True) -> dict[str, list[float]]:
-    """Milliseconds of `repeat` calls of each fn, the fns taking turns call by call (A B A B ...).
+    """Milliseconds of `repeat` calls of each fn, the fns taking turns call by call (A B, B A, ...).
 
     Comparing two calls of the same kernel (a plugin and the library called directly) needs
     their difference, not their absolute times: alternating every call exposes both to the same
     clock, temperature and allocator state, which blocks of calls one after the other do not.
+    The order rotates every turn, so no fn always takes the same place (on the H200, with three
+    fns in a fixed order, a Flex backward in second place read 2-3 % slower than the same
+    compiled kernel in first place).
     """
     for _ in range(warmup):
         for fn in fns.values():
             fn()
     synchronize(device)
     times: dict[str, list[float]] = {name: [] for name in fns}
+    names = list(fns)
+    turns = [names[i % len(names):] + names[:i % len(names)] for i in range(repeat)]  # A B, B A, ...
     if device.type != "cuda":
-        for _ in range(repeat):
-            for name, fn in fns.items():
+        for turn in turns:
+            for name in turn:
                 start = time.perf_counter()
-                fn()
+                fns[name]()
                 times[name].append((time.perf_counter() - start) * 1e3)
         return times
     events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                      for _ in range(repeat)] for name in fns}
-    for i in range(repeat):
-        for name, fn in fns.items():
+    for i, turn in enumerate(turns):
+        for name in turn:
+            fn = fns[name]
             if flush_l2:
                 _flush(device)
             start_event, end_event = events[name][i]
