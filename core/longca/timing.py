@@ -55,9 +55,9 @@ def time_interleaved(fns: dict[str, Callable[[], object]], device: torch.device,
     Comparing two calls of the same kernel (a plugin and the library called directly) needs
     their difference, not their absolute times: alternating every call exposes both to the same
     clock, temperature and allocator state, which blocks of calls one after the other do not.
-    The order rotates every turn, so no fn always takes the same place (on the H200, with three
-    fns in a fixed order, a Flex backward in second place read 2-3 % slower than the same
-    compiled kernel in first place).
+    The order rotates every turn, so no fn always takes the same place in a turn (a place that
+    always follows the same kernel could bias a ratio; on the H200 rotating did not change the
+    ratios seen with a fixed order).
     """
     for _ in range(warmup):
         for fn in fns.values():
