@@ -9,7 +9,7 @@ is masked for rows in [UTS[k], UTE[k]) and [LTS[k], LTE[k]). The kernel evaluate
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -19,16 +19,88 @@ BLOCK = 128
 
 
 def flashmask_mask_mod(slices: np.ndarray, seqlen_q: int, seqlen_k: int, device) -> Callable:
-    """mask_mod(b, h, q_idx, kv_idx) -> may attend, from the FlashMask column bounds of `slices`."""
+    """mask_mod(b, h, q_idx, kv_idx) -> may attend, from the FlashMask column bounds of `slices`.
+
+    Key k may be seen by row q unless UTS[k] <= q < UTE[k] or LTS[k] <= q < LTE[k]. A bound that
+    is the same for every key is a constant and one that is `kv_idx + c` (clipped) is arithmetic,
+    so only the bounds that are neither are gathered: a causal crop reads `q_idx >= kv_idx`, a
+    causal-document one gathers one bound, where the four gathers of the plain form cost the
+    kernel its speed (a CP strategy's crops are all given in this form).
+    """
     bounds = sl.flashmask_bounds(slices, seqlen_q, seqlen_k)
-    lts, lte, uts, ute = (torch.from_numpy(bounds[n].astype(np.int32)).to(device) for n in ("LTS", "LTE", "UTS", "UTE"))
+    upper = (_bound(bounds["UTS"], device), _bound(bounds["UTE"], device))
+    lower = (_bound(bounds["LTS"], device), _bound(bounds["LTE"], device))
+    intervals = [pair for pair, (a, b) in zip((upper, lower), (("UTS", "UTE"), ("LTS", "LTE")))
+                 if not np.array_equal(bounds[a], bounds[b])]  # an interval empty for every key drops out
 
     def mask_mod(b, h, q_idx, kv_idx):
-        upper = (q_idx >= uts[kv_idx]) & (q_idx < ute[kv_idx])
-        lower = (q_idx >= lts[kv_idx]) & (q_idx < lte[kv_idx])
-        return ~(upper | lower)
+        allowed: Any = True
+        for start, end in intervals:  # outside [start, end): q < start or q >= end
+            allowed = _and(allowed, _or(start.below(q_idx, kv_idx, seqlen_q), end.at_or_above(q_idx, kv_idx, seqlen_q)))
+        if isinstance(allowed, bool):
+            return q_idx >= 0 if allowed else q_idx < 0
+        return allowed
 
     return mask_mod
+
+
+class _Bound:
+    """One per-key bound B[k] of the mask_mod: the comparisons `q < B[k]` and `q >= B[k]`."""
+
+    def __init__(self, const: Optional[int] = None, shift: Optional[tuple[int, Optional[int], Optional[int]]] = None,
+                 table: Optional[torch.Tensor] = None):
+        self.const, self.shift, self.table = const, shift, table
+
+    def below(self, q, kv, seqlen_q: int) -> Any:
+        if self.const is not None:  # rows are 0 <= q < seqlen_q
+            return False if self.const <= 0 else True if self.const >= seqlen_q else q < self.const
+        if self.shift is not None:  # B = min(max(kv + c, lo), hi), lo / hi None where no key is clipped
+            c, lo, hi = self.shift
+            term: Any = q < (kv + c if c else kv)
+            if lo is not None:
+                term = _or(term, q < lo)
+            return _and(term, q < hi) if hi is not None else term
+        assert self.table is not None
+        return q < self.table[kv]
+
+    def at_or_above(self, q, kv, seqlen_q: int) -> Any:
+        if self.const is not None:
+            return True if self.const <= 0 else False if self.const >= seqlen_q else q >= self.const
+        if self.shift is not None:
+            c, lo, hi = self.shift
+            term: Any = q >= (kv + c if c else kv)
+            if lo is not None:
+                term = _and(term, q >= lo)
+            return _or(term, q >= hi) if hi is not None else term
+        assert self.table is not None
+        return q >= self.table[kv]
+
+
+def _bound(values: np.ndarray, device) -> _Bound:
+    """The cheapest exact form of a per-key bound: a constant, `kv + c` clipped to [lo, hi], or a table."""
+    lo, hi = int(values.min()), int(values.max())
+    if lo == hi:
+        return _Bound(const=lo)
+    keys = np.arange(len(values))
+    inside = np.flatnonzero((values > lo) & (values < hi))
+    candidates = {int(values[inside[0]] - inside[0])} if len(inside) else {lo, hi - len(values) + 1}
+    for c in candidates:
+        if np.array_equal(values, np.clip(keys + c, lo, hi)):
+            return _Bound(shift=(c, lo if lo > c else None, hi if hi < c + len(values) - 1 else None))
+    return _Bound(table=torch.from_numpy(values.astype(np.int32)).to(device))
+
+
+def _and(a: Any, b: Any) -> Any:
+    """`a & b` where either may be a Python bool (a term known for every pair)."""
+    if a is False or b is False:
+        return False
+    return b if a is True else a if b is True else a & b
+
+
+def _or(a: Any, b: Any) -> Any:
+    if a is True or b is True:
+        return True
+    return b if a is False else a if b is False else a | b
 
 
 def _block_lists(selected: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:

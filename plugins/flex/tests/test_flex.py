@@ -101,3 +101,47 @@ def test_backward_lse_refused_by_the_backend_is_unsupported(monkeypatch):
     text = "some other failure"
     with pytest.raises(RuntimeError, match="some other failure"):
         kernel.backward_lse(torch.randn_like(out), q, k, v, out, lse, m.slices)
+
+
+def _pairs(mask_mod, seqlen_q: int, seqlen_k: int) -> np.ndarray:
+    q, kv = torch.arange(seqlen_q)[:, None], torch.arange(seqlen_k)[None, :]
+    return torch.as_tensor(mask_mod(0, 0, q, kv)).expand(seqlen_q, seqlen_k).numpy()
+
+
+@pytest.mark.parametrize("mask", STATIC_MASKS)
+def test_bounds_mask_mod_is_exact_on_every_mask_and_on_crops_of_it(mask):
+    """The generic mask_mod (constants, shifted keys or gathered bounds, whichever is exact) gives
+    exactly the mask's pairs, for whole masks and for the crops a CP strategy passes."""
+    from longca.masks import slices as sl
+    from longca_plugin_flex.blockmask import flashmask_mask_mod
+
+    for sample in range(2):
+        m = build_mask(problem(mask), sample)
+        s = m.seqlen
+        assert np.array_equal(_pairs(flashmask_mask_mod(m.slices, s, s, "cpu"), s, s), m.dense()), sample
+        rng = np.random.default_rng(sample)
+        for _ in range(6):
+            q0, q1 = sorted(rng.choice(s + 1, 2, replace=False).tolist())
+            k0, k1 = sorted(rng.choice(s + 1, 2, replace=False).tolist())
+            crop = sl.crop(m.slices, (q0, q1), (k0, k1), relative=True)
+            if len(crop) == 0:
+                continue
+            got = _pairs(flashmask_mask_mod(crop, q1 - q0, k1 - k0, "cpu"), q1 - q0, k1 - k0)
+            assert np.array_equal(got, m.dense()[q0:q1, k0:k1]), (sample, q0, q1, k0, k1)
+
+
+def test_bounds_mask_mod_gathers_only_what_is_not_arithmetic():
+    """full, causal and the causal window need no table (a causal mask reads `q >= kv`, as its natural
+    mask_mod does); a causal document mask or prefix-LM needs one, not four."""
+    from longca.masks import slices as sl
+    from longca_plugin_flex.blockmask import _bound
+
+    def tables(name):
+        m = build_mask(problem(name))
+        bounds = sl.flashmask_bounds(m.slices, m.seqlen, m.seqlen)
+        return sum(_bound(values, "cpu").table is not None for values in bounds.values())
+
+    assert tables("full") == tables("causal") == tables("sliding_window_causal") == 0
+    assert tables("causal_document") == tables("prefix_lm_causal") == 1
+    shifted = _bound(np.clip(np.arange(10) + 3, 5, 9), "cpu")
+    assert shifted.table is None and shifted.shift == (3, 5, 9)
