@@ -130,6 +130,8 @@ def case_rows(case: dict, strategies: list[str], args, registry) -> tuple[list[d
         else:
             steps[name] = step
     device = torch.device(args.device)
+    if len(steps) == 1:  # every strategy refused or failed: nothing to compare the kernel with
+        return [rows[name] for name in strategies], ""
     times = time_interleaved(steps, device, warmup=args.warmup, repeat=args.repeat)
     alone = statistics.median(times["alone"])
     for name, t in times.items():
