@@ -101,12 +101,17 @@ def report(label: str, rows: list[tuple[str, float, int]], top: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def case_rows(case: dict, strategies: list[str], args, registry) -> tuple[list[dict], str]:
-    """The rows of one (kernel, mask, seqlen, direction): every strategy's step against the kernel alone."""
+def case_problem(case: dict, args) -> Problem:
+    """The inner kernel's problem for one case (raises LongcaError on a bad direction, dtype or size)."""
     hq, hkv = parse_heads(args.heads)
-    base = Problem(kernel=case["kernel"], mask=case["mask"], seqlen=case["seqlen"], heads_q=hq, heads_kv=hkv,
+    return Problem(kernel=case["kernel"], mask=case["mask"], seqlen=case["seqlen"], heads_q=hq, heads_kv=hkv,
                    head_dim=args.head_dim, dtype=args.dtype, direction=case["direction"], device=args.device,
                    sampler=args.sampler)
+
+
+def case_rows(case: dict, strategies: list[str], args, registry) -> tuple[list[dict], str]:
+    """The rows of one (kernel, mask, seqlen, direction): every strategy's step against the kernel alone."""
+    base = case_problem(case, args)
     reason = unsupported_reason(registry.kernel(base.kernel), base, registry)
     if reason:
         return [{**case, "strategy": None, "status": "unsupported", "reason": reason}], ""
@@ -185,12 +190,21 @@ def main() -> None:
     args = parser.parse_args()
     registry = get_registry()
     strategies = args.strategies.split(",")
-    for name in args.kernels.split(","):  # unknown names and sizes fail here, before a GPU is touched
+    for name in args.kernels.split(","):  # unknown names, sizes and values fail here, before a GPU is touched
         registry.kernel(name)
     for name in strategies:
         registry.strategy(name)
-    parse_heads(args.heads)
+    for name in args.masks.split(","):
+        registry.mask(name)
+    if args.repeat < 1 or args.warmup < 0 or args.profile_steps < 0:
+        raise SystemExit("cp_profile: --repeat must be at least 1, --warmup and --profile-steps at least 0")
     seqlens = [parse_size(s) for s in args.seqlens.split(",")]
+    cases = [{"kernel": kernel, "mask": mask, "seqlen": seqlen, "direction": direction, "heads": args.heads,
+              "head_dim": args.head_dim, "dtype": args.dtype}
+             for kernel in args.kernels.split(",") for mask in args.masks.split(",") for seqlen in seqlens
+             for direction in args.directions.split(",")]
+    for case in cases:
+        case_problem(case, args)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("cp_profile: needs a CUDA GPU (it profiles CUDA kernels over NCCL); --device cpu tests it")
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -198,10 +212,6 @@ def main() -> None:
     dist.init_process_group("nccl" if args.device == "cuda" else "gloo", rank=0, world_size=1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    cases = [{"kernel": kernel, "mask": mask, "seqlen": seqlen, "direction": direction, "heads": args.heads,
-              "head_dim": args.head_dim, "dtype": args.dtype}
-             for kernel in args.kernels.split(",") for mask in args.masks.split(",") for seqlen in seqlens
-             for direction in args.directions.split(",")]
     start, rows = time.time(), []
     with open(out / "rows.jsonl", "a") as f, open(out / "profile.md", "a") as prof:
         for case in cases:

@@ -16,6 +16,7 @@ import os
 import time
 from pathlib import Path
 
+from longca.errors import LongcaError
 from longca.measure import RunOptions, run_problem
 from longca.results import ResultsWriter
 from longca.sweep import case_id, load_spec, problems
@@ -44,6 +45,10 @@ def main() -> None:
     parser.add_argument("--skip-done", metavar="RESULTS", default=None,
                         help="skip the cases that have a row in this results.jsonl (what `sweep --resume` skips)")
     args = parser.parse_args()
+    if args.workers < 1:
+        raise SystemExit("prewarm: --workers must be at least 1")
+    if args.skip_done and not Path(args.skip_done).is_file():
+        raise SystemExit(f"prewarm: --skip-done {args.skip_done}: no such file")
     spec = load_spec(args.spec, installed_kernels_only=True)
     wanted = set(args.kernels.split(",")) if args.kernels else None
     done = ResultsWriter(Path(args.skip_done)).done_ids() if args.skip_done else set()
@@ -65,4 +70,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except LongcaError as exc:  # a spec that does not load: one line, not a traceback
+        raise SystemExit(f"prewarm: {exc}")

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "cp_profile.py"
 
 
@@ -42,9 +44,12 @@ def test_a_kernel_without_lse_primitives_is_a_row_with_the_reason(monkeypatch, t
     assert by["reference"]["status"] == "ok"
 
 
-def test_an_unknown_kernel_is_one_line_and_a_non_zero_exit(tmp_path):
-    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--kernels", "nosuch", "--out",
-                           str(tmp_path)], capture_output=True, text=True, timeout=120)
+@pytest.mark.parametrize("flag, value", [("--kernels", "nosuch"), ("--masks", "nosuch"), ("--directions", "nosuch"),
+                                         ("--dtype", "nosuch"), ("--seqlens", "nosuch"), ("--repeat", "0")])
+def test_a_bad_value_is_one_line_and_a_non_zero_exit(tmp_path, flag, value):
+    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--kernels", "reference", flag, value,
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "Traceback" not in done.stderr
-    assert done.stderr.startswith("cp_profile:") and "nosuch" in done.stderr
+    assert done.stderr.startswith("cp_profile:") and value in done.stderr
+    assert not (tmp_path / "out").exists()  # refused before anything is written
     assert len(done.stderr.strip().splitlines()) == 1

@@ -28,10 +28,9 @@ def flashmask_mask_mod(slices: np.ndarray, seqlen_q: int, seqlen_k: int, device)
     kernel its speed (a CP strategy's crops are all given in this form).
     """
     bounds = sl.flashmask_bounds(slices, seqlen_q, seqlen_k)
-    upper = (_bound(bounds["UTS"], device), _bound(bounds["UTE"], device))
-    lower = (_bound(bounds["LTS"], device), _bound(bounds["LTE"], device))
-    intervals = [pair for pair, (a, b) in zip((upper, lower), (("UTS", "UTE"), ("LTS", "LTE")))
-                 if not np.array_equal(bounds[a], bounds[b])]  # an interval empty for every key drops out
+    intervals = [(_bound(bounds[start], device), _bound(bounds[end], device))
+                 for start, end in (("UTS", "UTE"), ("LTS", "LTE"))
+                 if not np.array_equal(bounds[start], bounds[end])]  # an interval empty for every key drops out
 
     def mask_mod(b, h, q_idx, kv_idx):
         allowed: Any = True
