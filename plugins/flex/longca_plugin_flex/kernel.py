@@ -120,29 +120,46 @@ class FlexKernel:
     def backward_lse(self, dout, q, k, v, out, lse, slices, softmax_scale: Optional[float] = None):
         """Gradients of the part of a split softmax that `slices` covers, given the merged out and lse.
 
-        Recomputes the local (out_l, lse_l) under autograd and back-propagates dout * c into out_l
-        and c * (rowsum(dout * out_l) - rowsum(dout * out)) into lse_l, with c = exp(lse_l - lse):
-        exactly the gradient a kernel with an explicit-lse backward would give.
+        flex_attention has no backward that takes another out and lse, so this recomputes the local
+        (out_l, lse_l) under autograd (a forward pass more than an explicit-lse backward such as
+        FlashAttention's) and back-propagates `split_softmax_grads` into them: exactly the gradient
+        of the merged attention with respect to this part.
         """
         bm = self.block_masks.get(slices, q.shape[1], k.shape[1], q.device)
         leaves = [t.detach().requires_grad_() for t in (q, k, v)]
         with torch.enable_grad():
             out_l, lse_l = self.call(leaves[0], leaves[1], leaves[2], bm, softmax_scale, lse=True)
-            c = torch.exp(lse_l.float() - lse.float()).nan_to_num(0.0)  # (B, H, S)
-            c_rows = c.transpose(1, 2).unsqueeze(-1)  # (B, S, H, 1)
-            d_local = (dout.float() * out_l.float()).sum(-1).transpose(1, 2)
-            d_global = (dout.float() * out.float()).sum(-1).transpose(1, 2)
-            dlse = c * (d_local - d_global)
+            grads_in = self.split_softmax_grads(q.device)(dout, out_l.detach(), out, lse_l.detach(), lse)
             try:
-                grads = torch.autograd.grad((out_l, lse_l), leaves,
-                                            ((dout.float() * c_rows).to(out_l.dtype), dlse.to(lse_l.dtype)),
-                                            allow_unused=True)
+                grads = torch.autograd.grad((out_l, lse_l), leaves, grads_in, allow_unused=True)
             except Exception as exc:  # noqa: BLE001 - only the backend's dLSE refusal is translated
                 if "dLSE" not in str(exc):
                     raise
                 raise UnsupportedError(f"backward_lse needs the gradient through flex_attention's lse, which this "
                                        f"backend refuses: {dlse_refusal(exc)}") from exc
         return tuple(torch.zeros_like(x) if g is None else g for g, x in zip(grads, (q, k, v)))
+
+    def split_softmax_grads(self, device: torch.device):
+        """`split_softmax_grads`, compiled where flex is: eager, it makes about ten passes over fp32 copies
+        of the (B, S, H, D) activations; compiled, the reduction and the scaling are fused."""
+        if not compile_wanted(device):
+            return split_softmax_grads
+        if "grads" not in self._compiled:
+            self._compiled["grads"] = torch.compile(split_softmax_grads, dynamic=False)
+        return self._compiled["grads"]
+
+
+def split_softmax_grads(dout, out_l, out, lse_l, lse):
+    """(d out_l, d lse_l) that make the local attention's backward the merged attention's.
+
+    With c = exp(lse_l - lse) per row, the merged output is sum over parts of c * out_l: the local
+    part gets dout * c for its output and c * rowsum(dout * (out_l - out)) for its lse.
+    Shapes: dout, out_l, out (B, S, H, D); lse_l, lse (B, H, S).
+    """
+    c = torch.exp(lse_l.float() - lse.float()).nan_to_num(0.0)  # (B, H, S); a row with no keys here: 0
+    rows = (dout.float() * (out_l.float() - out.float())).sum(-1).transpose(1, 2)  # (B, H, S)
+    d_out = (dout.float() * c.transpose(1, 2).unsqueeze(-1)).to(out_l.dtype)
+    return d_out, (c * rows).to(lse_l.dtype)
 
 
 def dlse_refusal(exc: BaseException) -> str:
