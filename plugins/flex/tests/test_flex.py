@@ -145,3 +145,46 @@ def test_bounds_mask_mod_gathers_only_what_is_not_arithmetic():
     assert tables("causal_document") == tables("prefix_lm_causal") == 1
     shifted = _bound(np.clip(np.arange(10) + 3, 5, 9), "cpu")
     assert shifted.table is None and shifted.shift == (3, 5, 9)
+
+
+def _attention(q, k, v):
+    """Plain differentiable attention on (B, S, H, D): out and lse (B, H, S), -inf where a row sees no key."""
+    scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / q.shape[-1] ** 0.5
+    lse = torch.logsumexp(scores, dim=-1)
+    out = torch.einsum("bhqk,bkhd->bqhd", torch.softmax(scores, dim=-1), v)
+    return out, lse
+
+
+def test_split_softmax_grads_give_the_merged_attentions_gradient():
+    """Two key parts, each back-propagated with its split-softmax terms, sum to the whole attention's gradient
+    (what backward_lse relies on; on a CPU flex has no backward, so the terms are checked alone)."""
+    from longca_plugin_flex.kernel import split_softmax_grads
+
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 24, 2, 8, generator=gen, dtype=torch.float64) for _ in range(3))
+    dout = torch.randn(1, 24, 2, 8, generator=gen, dtype=torch.float64)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out, lse = _attention(*leaves)
+    want = torch.autograd.grad(out, leaves, dout)
+
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    for part in (slice(0, 10), slice(10, 24)):
+        local = [t.clone().requires_grad_() for t in (q, k[:, part], v[:, part])]
+        out_l, lse_l = _attention(*local)
+        terms = split_softmax_grads(dout, out_l.detach(), out.detach(), lse_l.detach(), lse.detach())
+        g_q, g_k, g_v = torch.autograd.grad((out_l, lse_l), local, terms)
+        dq += g_q
+        dk[:, part], dv[:, part] = g_k, g_v
+    for got, ref in zip((dq, dk, dv), want):
+        assert torch.allclose(got, ref, atol=1e-6), (got - ref).abs().max()  # the terms are computed in float32
+
+
+def test_split_softmax_grads_of_rows_with_no_key_here_are_zero():
+    from longca_plugin_flex.kernel import split_softmax_grads
+
+    dout, out_l, out = (torch.ones(1, 3, 1, 4) for _ in range(3))
+    lse_l = torch.tensor([[[0.0, float("-inf"), float("-inf")]]])
+    lse = torch.tensor([[[0.5, 0.5, float("-inf")]]])
+    d_out, d_lse = split_softmax_grads(dout, out_l, out, lse_l, lse)
+    assert d_out[0, 1:].abs().sum() == 0 and d_lse[0, 0, 1:].abs().sum() == 0
+    assert torch.isfinite(d_out).all() and torch.isfinite(d_lse).all()
