@@ -116,6 +116,18 @@ def test_malformed_spec(base_registry):
     assert "description is empty" in message and "backward_lse is declared without forward_lse" in message
 
 
+def test_every_wildcard_claim_is_a_well_formed_spec():
+    """any:static, any:block_sparse and any:all stand for registered masks: no spec problem."""
+    from longca.specs import ANY_BLOCK_SPARSE, ANY_MASK, ANY_STATIC
+    from longca.testing.conformance import check_spec
+
+    registry = load_registry()
+    for i, claim in enumerate((ANY_STATIC, ANY_BLOCK_SPARSE, ANY_MASK)):
+        spec = replace(HONEST, name=f"wildcard{i}", masks=(claim,))
+        registry._add("kernels", spec, PluginInfo(spec.name, "longca-plugin-test", "0", "tests"))
+        assert check_spec(spec.name, registry) == [], claim
+
+
 def test_unavailable_kernel_skips_runs_but_checks_its_spec(base_registry):
     report = check(base_registry, replace(HONEST, name="missinglib", available=lambda: "libfoo is not installed"))
     assert not report.failures, report.summary()

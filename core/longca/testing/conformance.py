@@ -38,10 +38,10 @@ import torch
 
 from ..measure import TOLERANCE, RunOptions, mask_refusal, run_problem
 from ..errors import LongcaError
-from ..plugins import NAME_RE, Registry, get_registry, validate
+from ..plugins import NAME_RE, WILDCARDS, Registry, get_registry, validate
 from ..problem import Problem, build_mask, make_inputs
 from ..results import ResultRow
-from ..specs import ANY_BLOCK_SPARSE, ANY_STATIC, DEVICES, DTYPES, KernelSpec
+from ..specs import DEVICES, DTYPES, KernelSpec
 
 log = logging.getLogger(__name__)
 DEVICE_ORDER = {"cpu": ("float32", "bfloat16", "float16"), "cuda": ("bfloat16", "float16", "float32")}
@@ -365,7 +365,7 @@ def check_spec(name: str, registry: Registry) -> list[dict]:
     masks = tuple(spec.masks)
     if not masks:
         problems.append("masks is empty: a kernel claims at least one mask")
-    unknown = [m for m in masks if m not in registry.entries["masks"] and m not in (ANY_STATIC, ANY_BLOCK_SPARSE)]
+    unknown = [m for m in masks if m not in registry.entries["masks"] and m not in WILDCARDS]
     if unknown:
         problems.append(f"claims masks no plugin registered: {unknown}; known: {', '.join(registry.names('masks'))}")
     if len(set(masks)) != len(masks):
