@@ -175,7 +175,8 @@ def fa2_direct(mask, q, k, v) -> Direct | str:
                 return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                       is_causal=causal, enable_gqa=gqa).transpose(1, 2)
         return run
-    import inspect  # documents (direct_refusal turned windows and multi-call masks away)
+    # documents only: direct_refusal turned windows and multi-call masks away
+    import inspect
 
     from torch.nn.attention.varlen import varlen_attn
 

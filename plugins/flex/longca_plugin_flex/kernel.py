@@ -21,7 +21,6 @@ import functools
 import os
 from typing import Any, Optional
 
-
 import torch
 from longca.errors import UnsupportedError
 from longca.lru import SlicesCache
@@ -129,7 +128,7 @@ class FlexKernel:
         leaves = [t.detach().requires_grad_() for t in (q, k, v)]
         with torch.enable_grad():
             out_l, lse_l = self.call(leaves[0], leaves[1], leaves[2], bm, softmax_scale, lse=True)
-            grads_in = self.split_softmax_grads(q.device)(dout, out_l.detach(), out, lse_l.detach(), lse)
+            grads_in = self.split_softmax_grads_for(q.device)(dout, out_l.detach(), out, lse_l.detach(), lse)
             try:
                 grads = torch.autograd.grad((out_l, lse_l), leaves, grads_in, allow_unused=True)
             except Exception as exc:  # noqa: BLE001 - only the backend's dLSE refusal is translated
@@ -139,7 +138,7 @@ class FlexKernel:
                                        f"backend refuses: {dlse_refusal(exc)}") from exc
         return tuple(torch.zeros_like(x) if g is None else g for g, x in zip(grads, (q, k, v)))
 
-    def split_softmax_grads(self, device: torch.device):
+    def split_softmax_grads_for(self, device: torch.device):
         """`split_softmax_grads`, compiled where flex is: eager, it makes about ten passes over fp32 copies
         of the (B, S, H, D) activations; compiled, the reduction and the scaling are fused."""
         if not compile_wanted(device):

@@ -34,10 +34,6 @@ class Backend:
         return f"{self.package} ({KINDS[self.kind]})"
 
 
-def version(distribution: str) -> Optional[str]:
-    return installed_version(distribution)
-
-
 def installed() -> list[str]:
     """The VSA distributions whose import package is present."""
     return [dist for dist, module in PACKAGES.items() if importlib.util.find_spec(module) is not None]
@@ -49,7 +45,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _fastvideo(kind: str) -> tuple[Optional[Backend], str]:
-    package = f"fastvideo-kernel {version('fastvideo-kernel')}"
+    package = f"fastvideo-kernel {installed_version('fastvideo-kernel')}"
     try:  # the package re-exports the function block_sparse_attn under the module's name: import the module
         bsa = importlib.import_module("fastvideo_kernel.block_sparse_attn")
         from fastvideo_kernel.triton_kernels.index import map_to_index
@@ -72,7 +68,7 @@ def _fastvideo(kind: str) -> tuple[Optional[Backend], str]:
 
 
 def _vsa(kind: str) -> tuple[Optional[Backend], str]:
-    package = f"vsa {version('vsa')}"
+    package = f"vsa {installed_version('vsa')}"
     try:
         import vsa
         from vsa import block_sparse_wrapper as wrapper
@@ -117,6 +113,6 @@ def find(kind: str) -> tuple[Optional[Backend], Optional[str]]:
 def env_info(info: dict) -> None:
     """Record the versions of the VSA distributions present."""
     for dist in PACKAGES:
-        found = version(dist)
+        found = installed_version(dist)
         if found:
             info[dist] = found
