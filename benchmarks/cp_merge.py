@@ -1,7 +1,7 @@
 """The lse merge of ring strategies on one GPU: the code before, the eager merge now, the compiled merge.
 
 A ring step merges each call's output (B, rows, H, D) into a float32 accumulator through the lse
-(`longca.cp.merge.merge_`). This times, on the shapes of ring calls at 8K tokens per GPU (GQA 64:8
+(`longca.merge.merge_`). This times, on the shapes of ring calls at 8K tokens per GPU (GQA 64:8
 runs 64 query heads per call, or 8 after an 8-way all-to-all), into a view of a larger accumulator
 as `OutputAccumulator` does:
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from longca.cp import merge
+from longca import merge
 from longca.timing import time_ms
 
 BYTES = {"before": 34, "eager": 18, "compiled": 10}

@@ -1,7 +1,7 @@
 """Where a CP strategy's time goes at world size 1: its step against its inner kernel alone.
 
 At world size 1 a strategy should cost what its inner kernel costs. This runs each strategy's
-step (as `longca.cp.measure` does: `prepare`, `dispatch`, then `attention` forward or its
+step (as `longca_cp.measure` does: `prepare`, `dispatch`, then `attention` forward or its
 backward) and the inner kernel's own plugin call (`prepare` + `run`, the sweep's baseline), and
 times them with `longca.timing.time_interleaved`: the kernel alone and every strategy take turns
 call by call, so a ratio is not the drift of the GPU's clock between two blocks of calls (on the
@@ -32,10 +32,10 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from longca.cp.check import global_dout
+from longca_cp.check import global_dout
 from longca.errors import LongcaError, UnsupportedError
-from longca.cp.inner import inner_kernel
-from longca.cp.measure import resolve, unsupported
+from longca_cp.inner import inner_kernel
+from longca_cp.measure import resolve, unsupported
 from longca.measure import unsupported_reason
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask, make_inputs

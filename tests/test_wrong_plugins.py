@@ -15,7 +15,7 @@ from longca import plugin, reference
 from longca.plugins import PluginInfo, load_registry
 from longca.testing.mask_suite import check_mask
 from longca.testing.sampler_suite import check_sampler
-from longca.testing.strategy_suite import check_strategy, register_modules
+from longca_cp.conformance import check_strategy, register_modules
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """The one measurement path: timing and peak memory of a step, output checks, the status rules,
-and measuring a single-GPU case (`run_problem`). CP ranks (`longca.cp.measure`) and the benchmark
+and measuring a single-GPU case (`run_problem`). CP ranks (`longca_cp.measure`) and the benchmark
 scripts time their steps with the same `time_step` and summarise with the same rules.
 
 Phases: every stage of a case calls `phase(name)`; a supervisor that runs the case in a worker

@@ -97,12 +97,12 @@ class KernelSpec:
 
 @dataclass(frozen=True)
 class CPStrategySpec:
-    """A context-parallel strategy over torch.distributed (see `longca.cp` for the shared pieces).
+    """A context-parallel strategy over torch.distributed (shared pieces: `longca_cp`).
 
     `prepare(problem, mask, inner, group, options) -> plan` builds, on every rank of `group`
     together (it may create subgroups), what the strategy needs for one mask: the sequence layout,
     the process subgroups and the mask slices of every inner-kernel call; it is timed apart as
-    prepare_ms. `inner` is a `longca.cp.inner.InnerKernel` (the inner kernel's primitives).
+    prepare_ms. `inner` is a `longca_cp.inner.InnerKernel` (the inner kernel's primitives).
     `dispatch(x, plan) -> local` shards a global (B, S, H, D) tensor for this rank;
     `attention(q, k, v, plan) -> out` runs distributed attention on the local shards (autograd-aware);
     `undispatch(local, plan) -> global` gathers a sharded tensor back.
@@ -110,7 +110,7 @@ class CPStrategySpec:
     LongcaError); `supports(problem, options) -> None | reason` refuses what the strategy cannot
     run (heads that do not divide, lengths the layout cannot split). `options` documents each
     option: name -> description.
-    `schedule(problem, mask, options) -> longca.cp.schedule.Schedule` (optional) gives, without a
+    `schedule(problem, mask, options) -> longca_cp.schedule.Schedule` (optional) gives, without a
     process group, every rank's calls per step and transfers: what `prepare` builds its plan from,
     and what the accounting and `longca simulate` read.
     """

@@ -165,7 +165,7 @@ def load_spec(path: Union[str, Path], registry: Optional[Registry] = None,
     registry.entry("samplers", spec.sampler)
     for strategy in [*spec.strategies, *spec.strategy_options]:
         registry.entry("strategies", strategy)
-    from .cp.measure import resolve
+    from longca_cp.measure import resolve
 
     for problem in problems(spec, registry):
         check_mask_params(problem, registry)
@@ -204,7 +204,7 @@ def _baselines(spec: SweepSpec, problem: Problem) -> Iterator[Problem]:
 def _cp_problem(spec: SweepSpec, problem: Problem, strategy: str, world: int, registry) -> Problem:
     """A CP case with the options the spec gives: its identity (for --resume) depends on nothing else.
 
-    Defaults are filled in where the case runs (`longca.cp.cases.measure_cases`; they may depend
+    Defaults are filled in where the case runs (`longca_cp.cases.measure_cases`; they may depend
     on the host, such as the ranks per node) and recorded in the row's strategy_options."""
     cp = problem.with_(strategy=strategy, world_size=world,
                        seqlen=problem.seqlen * world if spec.seqlen_per_rank else problem.seqlen)
@@ -242,7 +242,7 @@ def run_sweep(spec: SweepSpec, output: Path, resume: bool = False,
     `max_seconds`: start no case (or CP batch) after that many seconds; a case already running
     finishes. The cases left are run by a later call with `resume=True`."""
     registry = registry or get_registry()
-    from .cp.launch import under_torchrun
+    from longca_cp.launch import under_torchrun
 
     # under torchrun (one or many nodes) every rank runs the loop: the CP cases of its world size
     # join the launcher's group, single-GPU cases run on rank 0 alone, and only rank 0 writes
@@ -288,8 +288,8 @@ def _run_into(folder: Optional[OutputFolder], path: Path, spec: SweepSpec, resum
             on_case(problem, row)
 
     def flush_cp() -> None:
-        from .cp.cases import measure_cases
-        from .cp.launch import default_backend
+        from longca_cp.cases import measure_cases
+        from longca_cp.launch import default_backend
 
         while pending and not out_of_time():
             world = pending[0].world_size

@@ -4,17 +4,17 @@
 
 The inner kernels from the H200 dense sweep (one-GPU rows), then the per-call overhead of CP
 steps from the two-GPU CP rows (docs/results/h200x2/cp, fa2 inside). Writes
-core/longca/data/cp_kernel_fit.json (shipped with longca-core) and prints each fit's error.
+longca_sim/longca_sim/data/cp_kernel_fit.json (shipped with longca-sim) and prints each fit's error.
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from longca.cp.calibrate import call_overhead_misses, fit_call_overhead
-from longca.cp.costmodel import FIT_PATH, fit_rows, read_rows, save_fits
-from longca.cp.simulate import MERGE_BYTES_MEASURED_ROWS, pricing_for
-from longca.cp.topology import preset
+from longca_sim.calibrate import call_overhead_misses, fit_call_overhead
+from longca_sim.costmodel import FIT_PATH, fit_rows, read_rows, save_fits
+from longca_sim.simulate import MERGE_BYTES_MEASURED_ROWS, pricing_for
+from longca_sim.topology import preset
 from longca.plugins import get_registry
 
 ROOT = Path(__file__).resolve().parents[2]

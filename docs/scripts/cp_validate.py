@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from longca.cp.accounting import schedule_of
-from longca.cp.calibrate import call_overhead_misses, fit_call_overhead, row_problem, simulate_row
-from longca.cp.costmodel import load_fits, pair_table, read_rows, table_features
-from longca.cp.simulate import (MERGE_BYTES_MEASURED_ROWS, Grid, Pricing, default_pricing, harness_memory,
+from longca_cp.accounting import schedule_of
+from longca_sim.calibrate import call_overhead_misses, fit_call_overhead, row_problem, simulate_row
+from longca_sim.costmodel import load_fits, pair_table, read_rows, table_features
+from longca_sim.simulate import (MERGE_BYTES_MEASURED_ROWS, Grid, Pricing, default_pricing, harness_memory,
                                  simulate_grid)
-from longca.cp.topology import preset
+from longca_sim.topology import preset
 from longca.problem import build_mask
 
 ROOT = Path(__file__).resolve().parents[2]

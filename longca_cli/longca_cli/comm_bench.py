@@ -26,8 +26,8 @@ def comm_bench(
     """Time all-to-all, all-gather, reduce-scatter and ring send/recv; fit bandwidth and latency per kind."""
     if fmt not in ("table", "json"):
         raise LongcaError(f"unknown format {fmt!r}; known: table, json")
-    from longca.cp.commbench import bench_in_group, calibration
-    from longca.cp.launch import default_backend, init_group, spawn, under_torchrun
+    from longca_sim.commbench import bench_in_group, calibration
+    from longca_cp.launch import default_backend, init_group, spawn, under_torchrun
     from longca.sizes import parse_size
 
     from .main import default_device

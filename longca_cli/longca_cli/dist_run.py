@@ -90,9 +90,9 @@ def dist_run(
     if fmt not in ("table", "json"):
         raise LongcaError(f"unknown format {fmt!r}; known: table, json")
     from longca.measure import RunOptions, check_device
-    from longca.cp.cases import measure_cases
-    from longca.cp.launch import DEFAULT_TIMEOUT_S, default_backend, under_torchrun
-    from longca.cp.measure import resolve
+    from longca_cp.cases import measure_cases
+    from longca_cp.launch import DEFAULT_TIMEOUT_S, default_backend, under_torchrun
+    from longca_cp.measure import resolve
     from longca.problem import Problem
     from longca.outdir import OutputFolder
     from longca.results import ResultsWriter

@@ -58,9 +58,9 @@ def recommend(
         raise LongcaError(f"unknown format {fmt!r}; known: table, json")
     if gpus < 1 or gpus > 1024:
         raise LongcaError(f"--gpus must be 1 to 1,024, got {gpus}")
-    from longca.cp.costmodel import fit_rows, load_fits, read_rows
-    from longca.cp.recommend import Setting
-    from longca.cp.recommend import recommend as rank
+    from longca_sim.costmodel import fit_rows, load_fits, read_rows
+    from longca_sim.recommend import Setting
+    from longca_sim.recommend import recommend as rank
     from longca.plugins import get_registry
     from longca.sizes import parse_heads, parse_size
 

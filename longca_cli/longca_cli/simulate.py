@@ -49,8 +49,8 @@ def display(row: ResultRow) -> dict[str, Any]:
 
 def pricing_from(inner: str, topology: str, gpus_per_node: Optional[int], calibration: Optional[Path],
                  figures: Optional[List[str]], results: Optional[List[Path]], fit: Optional[Path]):
-    from longca.cp.simulate import default_pricing
-    from longca.cp.topology import preset
+    from longca_sim.simulate import default_pricing
+    from longca_sim.topology import preset
 
     from .main import parse_params
 
@@ -92,7 +92,7 @@ def simulate(
         raise LongcaError(f"unknown format {fmt!r}; known: table, json")
     if (seqlen is None) == (seqlen_per_rank is None):
         raise LongcaError("give exactly one of --seqlen-per-rank and --seqlen")
-    from longca.cp.simulate import Grid, simulate_grid
+    from longca_sim.simulate import Grid, simulate_grid
     from longca.plugins import get_registry
     from longca.results import ResultsWriter
     from longca.sizes import parse_heads, parse_size

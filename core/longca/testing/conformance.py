@@ -518,7 +518,7 @@ def check_primitives(name: str, device: str, registry: Registry, settings: Setti
     # masks that need a longer sequence (block_causal_document) only when nothing else is claimed
     static = [m for m in static if registry.mask(m).seqlen_multiple <= settings.seqlen] or static
     failures, refusals = [], []
-    for mask_name in static:  # a strategy asks supports() first too (longca.cp.inner): honour refusals
+    for mask_name in static:  # a strategy asks supports() first too (longca_cp.inner): honour refusals
         problem = small_problem(spec, mask_name, "fwd" if which == "forward_lse" else "bwd", device,
                                 registry=registry, settings=settings)
         refusal = _probe_supports(spec, problem)

@@ -106,12 +106,12 @@ def compare_cp_pieces(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: tor
     """The primitives used the way every CP strategy uses them; failures, empty when all agree.
 
     Queries and keys are cut into uneven pieces. For each query piece: `forward_lse` on every key
-    piece, the partial results merged through their lse (longca.cp.merge), then `backward_lse` on
+    piece, the partial results merged through their lse (longca.merge), then `backward_lse` on
     every key piece with the *merged* out and lse; the summed gradients must equal the reference's
     on the whole mask. A backward_lse that recomputes its own forward instead of using the out and
     lse it is given normalises over one key piece only: that is named as such.
     """
-    from ..cp.merge import merge_
+    from ..merge import merge_
 
     forward_lse, backward_lse = spec.forward_lse, spec.backward_lse
     if forward_lse is None or backward_lse is None:

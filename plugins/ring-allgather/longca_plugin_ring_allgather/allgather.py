@@ -7,11 +7,11 @@ import torch
 import torch.distributed as dist
 
 from longca.autograd import lse_attention
-from longca.cp.attend import backward_calls, forward_calls
-from longca.cp.calls import Call
-from longca.cp.comm import gather_seq, reduce_scatter_seq
-from longca.cp.merge import GradAccumulator, OutputAccumulator
-from longca.cp.plan import CPPlan
+from longca_cp.attend import backward_calls, forward_calls
+from longca_cp.calls import Call
+from longca_cp.comm import gather_seq, reduce_scatter_seq
+from longca.merge import GradAccumulator, OutputAccumulator
+from longca_cp.plan import CPPlan
 
 
 @dataclass

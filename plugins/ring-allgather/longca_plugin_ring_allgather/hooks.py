@@ -8,26 +8,26 @@ which a reduce-scatter returns to the ranks that own them.
 from __future__ import annotations
 
 from longca import hookimpl
-from longca.cp.plan import dispatch, undispatch
+from longca_cp.plan import dispatch, undispatch
 from longca.specs import ANY_STATIC, CPStrategySpec
 
 NAME = "ring-allgather"
 
 
 def resolve_options(problem, options):
-    from longca.cp.plan import resolve_options as resolve
+    from longca_cp.plan import resolve_options as resolve
 
     return resolve(NAME, options, {"layout": "zigzag"})
 
 
 def supports(problem, options):
-    from longca.cp.hybrid import hybrid_unsupported
+    from longca_cp.hybrid import hybrid_unsupported
 
     return hybrid_unsupported(problem, 1, 1, options["layout"])
 
 
 def schedule(problem, mask, options):
-    from longca.cp.schedule import GatherSchedule
+    from longca_cp.schedule import GatherSchedule
 
     return GatherSchedule(problem, mask.slices, options["layout"])
 

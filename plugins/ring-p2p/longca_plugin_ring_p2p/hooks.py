@@ -8,38 +8,38 @@ backward dK/dV travel around the ring with their block. Sequence-level zigzag la
 from __future__ import annotations
 
 from longca import hookimpl
-from longca.cp.plan import dispatch, undispatch
+from longca_cp.plan import dispatch, undispatch
 from longca.specs import ANY_STATIC, CPStrategySpec
 
 NAME = "ring-p2p"
 
 
 def resolve_options(problem, options):
-    from longca.cp.plan import resolve_options as resolve
+    from longca_cp.plan import resolve_options as resolve
 
     return resolve(NAME, options, {"layout": "zigzag"})
 
 
 def supports(problem, options):
-    from longca.cp.hybrid import hybrid_unsupported
+    from longca_cp.hybrid import hybrid_unsupported
 
     return hybrid_unsupported(problem, 1, 1, options["layout"])
 
 
 def schedule(problem, mask, options):
-    from longca.cp.hybrid import hybrid_schedule
+    from longca_cp.hybrid import hybrid_schedule
 
     return hybrid_schedule(problem, mask, 1, 1, options["layout"])
 
 
 def prepare(problem, mask, inner, group, options):
-    from longca.cp.hybrid import prepare_hybrid
+    from longca_cp.hybrid import prepare_hybrid
 
     return prepare_hybrid(schedule(problem, mask, options), inner, group, options)
 
 
 def attention(q, k, v, plan):
-    from longca.cp.ring import ring_attention
+    from longca_cp.ring import ring_attention
 
     return ring_attention(q, k, v, plan.ring)
 

@@ -1,6 +1,6 @@
 import pytest
 
-from longca.cp.check import run_checks
+from longca_cp.check import run_checks
 from longca.plugins import get_registry
 from longca.problem import Problem
 

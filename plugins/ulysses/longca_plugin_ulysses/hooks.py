@@ -8,38 +8,38 @@ Refused, with the reason, when the query heads do not divide over the ranks.
 from __future__ import annotations
 
 from longca import hookimpl
-from longca.cp.plan import dispatch, undispatch
+from longca_cp.plan import dispatch, undispatch
 from longca.specs import ANY_STATIC, CPStrategySpec
 
 NAME = "ulysses"
 
 
 def resolve_options(problem, options):
-    from longca.cp.plan import resolve_options as resolve
+    from longca_cp.plan import resolve_options as resolve
 
     return resolve(NAME, options, {})
 
 
 def supports(problem, options):
-    from longca.cp.hybrid import hybrid_unsupported
+    from longca_cp.hybrid import hybrid_unsupported
 
     return hybrid_unsupported(problem, problem.world_size, 1, "contiguous")
 
 
 def schedule(problem, mask, options):
-    from longca.cp.hybrid import hybrid_schedule
+    from longca_cp.hybrid import hybrid_schedule
 
     return hybrid_schedule(problem, mask, problem.world_size, 1, "contiguous")
 
 
 def prepare(problem, mask, inner, group, options):
-    from longca.cp.hybrid import prepare_hybrid
+    from longca_cp.hybrid import prepare_hybrid
 
     return prepare_hybrid(schedule(problem, mask, options), inner, group, options)
 
 
 def attention(q, k, v, plan):
-    from longca.cp.hybrid import hybrid_attention
+    from longca_cp.hybrid import hybrid_attention
 
     return hybrid_attention(q, k, v, plan)
 

@@ -6,15 +6,15 @@ attention (zigzag over the R = W / U ring positions) runs among the ranks with t
 from __future__ import annotations
 
 from longca import hookimpl
-from longca.cp.plan import dispatch, undispatch
+from longca_cp.plan import dispatch, undispatch
 from longca.specs import ANY_STATIC, CPStrategySpec
 
 NAME = "usp"
 
 
 def resolve_options(problem, options):
-    from longca.cp.hybrid import default_head_degree
-    from longca.cp.plan import resolve_options as resolve
+    from longca_cp.hybrid import default_head_degree
+    from longca_cp.plan import resolve_options as resolve
 
     out = resolve(NAME, options, {"ulysses_degree": None, "layout": "zigzag"})
     if out["ulysses_degree"] is None:
@@ -23,25 +23,25 @@ def resolve_options(problem, options):
 
 
 def supports(problem, options):
-    from longca.cp.hybrid import hybrid_unsupported
+    from longca_cp.hybrid import hybrid_unsupported
 
     return hybrid_unsupported(problem, options["ulysses_degree"], 1, options["layout"])
 
 
 def schedule(problem, mask, options):
-    from longca.cp.hybrid import hybrid_schedule
+    from longca_cp.hybrid import hybrid_schedule
 
     return hybrid_schedule(problem, mask, options["ulysses_degree"], 1, options["layout"])
 
 
 def prepare(problem, mask, inner, group, options):
-    from longca.cp.hybrid import prepare_hybrid
+    from longca_cp.hybrid import prepare_hybrid
 
     return prepare_hybrid(schedule(problem, mask, options), inner, group, options)
 
 
 def attention(q, k, v, plan):
-    from longca.cp.hybrid import hybrid_attention
+    from longca_cp.hybrid import hybrid_attention
 
     return hybrid_attention(q, k, v, plan)
 

@@ -1,0 +1,236 @@
+"""Inner-kernel calls: the (query run, key run) rectangles of a mask that hold work, in local coordinates.
+
+A strategy holds queries of some global runs and keys of others (see `layout`). For every pair of
+runs the global mask is cropped (`longca.masks.slices.crop`) to that rectangle; empty pairs are
+skipped, and the rectangle is shrunk to the bounding box of its slices so the inner kernel sees
+no rows or keys that do nothing. Because every call is a rectangle of the global mask, the inner
+kernel receives the same kind of slices it handles for the whole mask (cut documents included).
+
+`pair_table` computes all pairs of a query buffer against many key runs at once, vectorised over
+(slice, query run, key run) candidates, so the per-rank accounting of a 1,024-rank ring stays fast;
+its result is exactly what `slices.crop` gives pair by pair (tests/test_cp_schedule.py). The real
+strategies turn the table into `Call`s (`CallTable.calls`); the accounting reads its columns.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from longca.masks import slices as sl
+from .layout import Run
+
+
+@dataclass(frozen=True)
+class Call:
+    """Query rows [q0, q1) of the local query buffer against keys [k0, k1) of the key buffer.
+
+    `slices` are in the coordinates of that rectangle (its top-left corner is (0, 0)).
+    """
+
+    q0: int
+    q1: int
+    k0: int
+    k1: int
+    slices: np.ndarray
+
+    @property
+    def area(self) -> int:
+        return sl.area(self.slices)
+
+
+@dataclass(frozen=True)
+class CallTable:
+    """Calls as columns: call i is key run `ki[i]` (of the given key runs) against query run `qi[i]`.
+
+    `q0..k1` are local buffer coordinates (key coordinates inside the buffer of that key run's
+    owner, see `pair_table`), `area` the exact unmasked pairs, and the call's slices are
+    `slices[start[i]:start[i + 1]]`, relative to its rectangle.
+    """
+
+    qi: np.ndarray
+    ki: np.ndarray
+    q0: np.ndarray
+    q1: np.ndarray
+    k0: np.ndarray
+    k1: np.ndarray
+    area: np.ndarray
+    start: np.ndarray  # len(calls) + 1 offsets into `slices`
+    slices: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.qi)
+
+    def calls(self, where: np.ndarray | None = None) -> list[Call]:
+        idx = range(len(self)) if where is None else np.flatnonzero(where)
+        return [Call(int(self.q0[i]), int(self.q1[i]), int(self.k0[i]), int(self.k1[i]),
+                     self.slices[self.start[i]:self.start[i + 1]]) for i in idx]
+
+
+def _offsets(runs: Sequence[Run]) -> np.ndarray:
+    """(n, 3): local offset, global start, global end of each run."""
+    arr = np.asarray(runs, dtype=np.int64).reshape(-1, 2)
+    local = np.concatenate([[0], np.cumsum(arr[:, 1] - arr[:, 0])[:-1]]).astype(np.int64)
+    return np.column_stack([local, arr])
+
+
+def _overlapping(bounds: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (i, j): item i of [lo, hi) overlaps run j of `bounds` (disjoint runs, any order)."""
+    order = np.argsort(bounds[:, 0], kind="stable")
+    starts, ends = bounds[order, 0], bounds[order, 1]
+    first = np.searchsorted(ends, lo, side="right")
+    last = np.searchsorted(starts, hi, side="left")
+    count = np.maximum(last - first, 0)
+    i = np.repeat(np.arange(len(lo)), count)
+    j = first[i] + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count))
+    return i, order[j]
+
+
+def _typed_area(q0, q1, k0, k1, t) -> np.ndarray:
+    lq, lk = q1 - q0, k1 - k0
+    tri = lq * (lk - lq) + lq * (lq + 1) // 2
+    return np.where(t == sl.FULL, lq * lk, np.where(t == sl.BI_CAUSAL, lq * (lk - lq + 1), tri))
+
+
+def band_pieces(q0, q1, k0, k1, dlo, dhi) -> tuple[np.ndarray, np.ndarray]:
+    """`slices.band_to_slices` of many bands at once: (band index per piece, pieces (n, 5)), in order."""
+    lo, hi = np.maximum(q0, k0 - dhi), np.minimum(q1, k1 - dlo)
+    ok = (q1 > q0) & (k1 > k0) & (dlo <= dhi) & (lo < hi)
+    c1, c2 = k0 - dlo, k1 - dhi  # rows from c1 on start on the diagonal; rows up to c2 end at k1
+    inside = lambda c: np.where((lo < c) & (c < hi), c, hi)  # noqa: E731 - absent cuts collapse onto hi
+    cuts = np.sort(np.column_stack([lo, inside(c1), inside(c2), hi]), axis=1)
+    band = np.repeat(np.arange(len(q0)), 3)
+    a, b = cuts[:, :3].ravel(), cuts[:, 1:].ravel()
+    keep = (b > a) & np.repeat(ok, 3)
+    band, a, b = band[keep], a[keep], b[keep]
+    start_diag, end_diag = a >= c1[band], b <= c2[band]
+    pk0 = np.where(start_diag, a + dlo[band], k0[band])
+    pk1 = np.where(end_diag, b + dhi[band], k1[band])
+    kind = np.where(start_diag, np.where(end_diag, sl.BI_CAUSAL, sl.INV_CAUSAL),
+                    np.where(end_diag, sl.CAUSAL, sl.FULL))
+    return band, np.column_stack([a, b, pk0, pk1, kind]).astype(np.int64)
+
+
+def pair_table(mask_slices: np.ndarray, q_runs: Sequence[Run], k_runs: Sequence[Run],
+               merged: bool = False) -> CallTable:
+    """The non-empty calls of a query buffer made of `q_runs` against a key buffer made of `k_runs`.
+
+    One call per (query run, key run) pair; with `merged`, one call for the two buffers, its slices in
+    their local coordinates (a varlen call over every document, as TransformerEngine's THD path makes).
+    """
+    k = _offsets(k_runs)
+    return _table(mask_slices, _offsets(q_runs), k, np.zeros(len(k), dtype=np.int64), merged)
+
+
+def _table(mask_slices: np.ndarray, qo: np.ndarray, ko: np.ndarray, owner: np.ndarray,
+           merged: bool = False) -> CallTable:
+    arr = sl.as_array(mask_slices)
+    si, qi = _overlapping(qo[:, 1:], arr[:, 0], arr[:, 1])
+    if len(si):
+        cand, kj = _overlapping(ko[:, 1:], arr[si, 2], arr[si, 3])
+        si, qi = si[cand], qi[cand]
+    else:
+        kj = np.zeros(0, dtype=np.int64)
+    s = arr[si]
+    t = s[:, 4]
+    dlo = np.where(np.isin(t, (sl.INV_CAUSAL, sl.BI_CAUSAL)), s[:, 2] - s[:, 0], -sl._INF)
+    dhi = np.where(np.isin(t, (sl.CAUSAL, sl.BI_CAUSAL)), s[:, 3] - s[:, 1], sl._INF)
+    band, pieces = band_pieces(np.maximum(s[:, 0], qo[qi, 1]), np.minimum(s[:, 1], qo[qi, 2]),
+                               np.maximum(s[:, 2], ko[kj, 1]), np.minimum(s[:, 3], ko[kj, 2]), dlo, dhi)
+    pq, pk, ps = qi[band], kj[band], si[band]
+    if merged:  # one call per key buffer: pieces in local coordinates of the whole buffers, rows in order
+        pieces[:, 0:2] += (qo[pq, 0] - qo[pq, 1])[:, None]
+        pieces[:, 2:4] += (ko[pk, 0] - ko[pk, 1])[:, None]
+        order = np.lexsort((pieces[:, 2], pieces[:, 0], owner[pk]))
+        pk, pieces = _coalesce(_first_run_of(owner, owner[pk[order]]), pieces[order])
+        pq = np.zeros(len(pk), dtype=np.int64)
+        new = np.ones(len(pq), dtype=bool)
+        new[1:] = pk[1:] != pk[:-1]
+        return _grouped(pq, pk, pieces, new, np.zeros((len(qo), 3), dtype=np.int64),
+                        np.zeros((len(ko), 3), dtype=np.int64))
+    order = np.lexsort((np.arange(len(band)), ps, pk, pq, owner[pk]))  # buffer, query run, key run, slice, piece
+    pq, pk, pieces = pq[order], pk[order], pieces[order]
+    new = np.ones(len(pq), dtype=bool)
+    new[1:] = (pq[1:] != pq[:-1]) | (pk[1:] != pk[:-1])  # (a key run belongs to one buffer)
+    return _grouped(pq, pk, pieces, new, qo, ko)
+
+
+def _coalesce(buffer: np.ndarray, pieces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Join pieces on the same rows whose keys continue each other (full, full, ..., full or causal):
+    the key pieces of a block that lie side by side in its buffer become the one band they are (as
+    flashplan's `merge_bands` joins them for the kernel). Pieces sorted by buffer, rows, keys."""
+    if len(pieces) < 2:
+        return buffer, pieces
+    prev, cur = pieces[:-1], pieces[1:]
+    joins = ((buffer[1:] == buffer[:-1]) & (cur[:, 0] == prev[:, 0]) & (cur[:, 1] == prev[:, 1])
+             & (cur[:, 2] == prev[:, 3]) & (prev[:, 4] == sl.FULL) & np.isin(cur[:, 4], (sl.FULL, sl.CAUSAL)))
+    if not joins.any():
+        return buffer, pieces
+    starts = np.flatnonzero(np.r_[True, ~joins])
+    ends = np.r_[starts[1:], len(pieces)] - 1
+    out = pieces[starts].copy()
+    out[:, 3], out[:, 4] = pieces[ends, 3], pieces[ends, 4]
+    return buffer[starts], out
+
+
+def _first_run_of(owner: np.ndarray, buffers: np.ndarray) -> np.ndarray:
+    """The index of each buffer's first key run (a merged call names its buffer through it)."""
+    first = np.full(int(owner.max()) + 1 if len(owner) else 0, -1, dtype=np.int64)
+    first[owner[::-1]] = np.arange(len(owner))[::-1]
+    return first[buffers]
+
+
+def _grouped(pq: np.ndarray, pk: np.ndarray, pieces: np.ndarray, new: np.ndarray, qo: np.ndarray,
+             ko: np.ndarray) -> CallTable:
+    """The calls of pieces sorted by call (`new` marks each call's first piece); `qo`/`ko` shift a
+    run's piece coordinates to its buffer's (zeros when they are in buffer coordinates already)."""
+    first = np.flatnonzero(new)
+    start = np.append(first, len(pq)).astype(np.int64)
+    group = np.cumsum(new) - 1
+    gq0 = np.minimum.reduceat(pieces[:, 0], first) if len(first) else first
+    gq1 = np.maximum.reduceat(pieces[:, 1], first) if len(first) else first
+    gk0 = np.minimum.reduceat(pieces[:, 2], first) if len(first) else first
+    gk1 = np.maximum.reduceat(pieces[:, 3], first) if len(first) else first
+    areas = _typed_area(*pieces.T)
+    area = np.add.reduceat(areas, first) if len(first) else first
+    rel = pieces.copy()
+    rel[:, 0:2] -= gq0[group][:, None]
+    rel[:, 2:4] -= gk0[group][:, None]
+    cq, ck = pq[first], pk[first]
+    return CallTable(cq, ck, qo[cq, 0] + gq0 - qo[cq, 1], qo[cq, 0] + gq1 - qo[cq, 1],
+                     ko[ck, 0] + gk0 - ko[ck, 1], ko[ck, 0] + gk1 - ko[ck, 1], area.astype(np.int64), start, rel)
+
+
+def pair_calls(mask_slices: np.ndarray, q_runs: Sequence[Run], k_runs: Sequence[Run]) -> list[Call]:
+    """The non-empty calls between a query buffer made of `q_runs` and a key buffer made of `k_runs`."""
+    return pair_table(mask_slices, q_runs, k_runs).calls()
+
+
+def key_buffers(sources: Sequence[Sequence[Run]]) -> tuple[np.ndarray, np.ndarray]:
+    """The runs of several key buffers (local offset, global start, end) and the buffer of each run."""
+    if not sources:
+        return np.zeros((0, 3), np.int64), np.zeros(0, np.int64)
+    arr = [np.asarray(runs, dtype=np.int64).reshape(-1, 2) for runs in sources]
+    flat = np.concatenate(arr)
+    owner = np.repeat(np.arange(len(arr)), [len(a) for a in arr])
+    lengths = flat[:, 1] - flat[:, 0]
+    ends = np.cumsum(lengths)
+    first = np.concatenate([[0], np.cumsum([len(a) for a in arr])[:-1]])
+    local = ends - lengths - np.repeat((ends - lengths)[first], [len(a) for a in arr])
+    return np.column_stack([local, flat]), owner
+
+
+def sources_table(mask_slices: np.ndarray, q_runs: Sequence[Run], sources: Sequence[Sequence[Run]],
+                  buffers: tuple[np.ndarray, np.ndarray] | None = None,
+                  merged: bool = False) -> tuple[CallTable, np.ndarray]:
+    """Calls of one query buffer against several key buffers at once (a ring's blocks).
+
+    Returns the table and, per call, the index of its source buffer; key coordinates are local
+    to that source's buffer, exactly as `pair_calls(mask, q_runs, sources[j])` gives them.
+    `buffers` is `key_buffers(sources)`, to compute once when many query buffers use the same sources.
+    `merged`: one call per source buffer (see `pair_table`).
+    """
+    ko, owner = buffers if buffers is not None else key_buffers(sources)
+    table = _table(mask_slices, _offsets(q_runs), ko, owner, merged)
+    return table, owner[table.ki]

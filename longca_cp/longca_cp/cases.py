@@ -1,0 +1,73 @@
+"""Measuring a list of CP problems of one world size: refusals as rows, the rest in a supervised group.
+
+Used by `longca dist-run` (one case, several strategies) and by sweeps with `strategies`. The
+problems carry the options given (their identity); defaults are resolved here (`resolve`) and
+recorded in the rows. Each case runs
+in a `RankGroup` under its own deadline; a case that fails or hangs costs only itself. Under
+torchrun the ranks are the launcher's, so cases run in this process without a supervisor.
+"""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import asdict
+from typing import Callable, Optional
+
+from longca.errors import LongcaError
+from longca.measure import RunOptions
+from longca.problem import Problem
+from longca.results import ResultRow, as_row, new_row
+from longca.supervisor import check_timeout, default_timeout
+from .group import RankGroup
+from .launch import init_group, under_torchrun
+from .measure import measure_in_group, resolve, unsupported
+
+
+def _measure_under_torchrun(cases: list, run: RunOptions, backend: str, device: str, timeout_s: float) -> list[dict]:
+    import torch.distributed as dist
+
+    with tempfile.TemporaryDirectory(prefix="longca-cp-"):
+        local = init_group(backend, device, timeout_s=timeout_s)
+        try:
+            return measure_in_group(local, cases, asdict(run))
+        finally:
+            dist.destroy_process_group()
+
+
+def measure_cases(problems: list[Problem], run: RunOptions, backend: str, collective_timeout_s: float,
+                  case_timeout_s: Optional[float] = None,
+                  on_row: Optional[Callable[[Problem, ResultRow], None]] = None) -> list[ResultRow]:
+    """One row per problem, in order (rank 0; other torchrun ranks get rows of their own copies).
+
+    All problems share one world size and device. `case_timeout_s` bounds each case (default:
+    scaled with its FLOPs); `on_row` hears each row as soon as it is measured."""
+    check_timeout(case_timeout_s)
+    if not problems:
+        return []
+    world, device = problems[0].world_size, problems[0].device
+    if any(p.world_size != world or p.device != device for p in problems):
+        raise LongcaError("measure_cases: every problem must have the same world size and device")
+    rows: dict[int, ResultRow] = {}
+
+    def done(i: int, row: ResultRow) -> None:
+        rows[i] = row
+        if on_row:
+            on_row(problems[i], row)
+
+    todo = []
+    options: dict[int, dict] = {}
+    for i, problem in enumerate(problems):
+        options[i] = resolve(problem, problem.strategy_options)  # defaults filled here, on the host that runs it
+        reason = unsupported(problem, options[i])
+        if reason:
+            done(i, new_row(problem, status="unsupported", reason=reason, strategy_options=options[i]))
+        else:
+            todo.append(i)
+    if todo and under_torchrun():
+        cases = [(asdict(problems[i]), options[i]) for i in todo]
+        for i, row in zip(todo, _measure_under_torchrun(cases, run, backend, device, collective_timeout_s)):
+            done(i, as_row(row))
+    elif todo:
+        with RankGroup(world, backend, device, collective_timeout_s) as group:
+            for i in todo:
+                done(i, group.run(problems[i], run, case_timeout_s or default_timeout(problems[i], run), options[i]))
+    return [rows[i] for i in range(len(problems)) if i in rows]

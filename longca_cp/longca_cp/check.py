@@ -1,0 +1,137 @@
+"""Correctness of a strategy: output and gradients of q, k, v against the single-device reference."""
+from __future__ import annotations
+
+import logging
+import traceback
+from typing import Any, Optional
+
+import torch
+import torch.distributed as dist
+
+from longca import reference
+from longca.measure import rel_err
+from longca.plugins import Registry, get_registry
+from longca.problem import Problem, build_mask, make_inputs
+from .inner import inner_kernel
+
+log = logging.getLogger(__name__)
+
+
+def global_dout(problem: Problem, sample: int = 0) -> torch.Tensor:
+    """The seeded output gradient (B, S, Hq, D), identical on every rank."""
+    gen = torch.Generator(device="cpu").manual_seed(problem.seed * 1000003 + sample + 7)
+    shape = (problem.batch, problem.seqlen, problem.heads_q, problem.head_dim)
+    return torch.randn(shape, generator=gen, dtype=torch.float32).to(problem.device, problem.torch_dtype)
+
+
+def outputs(spec, plan, problem: Problem, mask, q, k, v, dout: Optional[torch.Tensor]):
+    """(got, want): the strategy's global out (and dq, dk, dv when `dout`) and the reference's; on rank 0,
+    else None. Collective: every rank of the plan's group calls it with the same global tensors."""
+    backward = dout is not None
+    local = [spec.dispatch(t.detach(), plan).detach().requires_grad_(backward) for t in (q, k, v)]
+    out_l = spec.attention(*local, plan)
+    got = {"out": spec.undispatch(out_l, plan)}
+    if backward:
+        grads = torch.autograd.grad(out_l, local, spec.dispatch(dout, plan))
+        got.update({f"d{n}": spec.undispatch(g, plan) for n, g in zip("qkv", grads)})
+    if dist.get_rank(plan.group) != 0:
+        return None
+    ref_in = [t.detach().float().requires_grad_(backward) for t in (q, k, v)]
+    ref = reference.attention(ref_in[0], ref_in[1], ref_in[2], mask)
+    want = {"out": ref}
+    if dout is not None:
+        want.update({f"d{n}": g for n, g in zip("qkv", torch.autograd.grad(ref, ref_in, dout.float()))})
+    return got, want
+
+
+def compare(spec, plan, problem: Problem, mask, q, k, v, dout: Optional[torch.Tensor]) -> Optional[dict[str, float]]:
+    """Relative errors (out, and dq, dk, dv when `dout`) of the strategy on global inputs; on rank 0, else None.
+
+    Collective: every rank of the plan's group calls it with the same global tensors.
+    """
+    both = outputs(spec, plan, problem, mask, q, k, v, dout)
+    if both is None:
+        return None
+    got, want = both
+    return {name: rel_err(got[name], want[name]) for name in got}
+
+
+def spot_compare(spec, plan, problem: Problem, mask, q, k, v) -> Optional[dict[str, float]]:
+    """The forward's relative error on a few query windows (`measure.spot_windows`) against the
+    reference on those rows only; on rank 0, else None. Collective, like `compare`."""
+    from longca.measure import spot_windows
+
+    with torch.no_grad():
+        out = spec.undispatch(spec.attention(*(spec.dispatch(t.detach(), plan) for t in (q, k, v)), plan), plan)
+        if dist.get_rank(plan.group) != 0:
+            return None
+        windows = spot_windows(problem)
+        got = torch.cat([out[:, a:b] for a, b in windows], 1)
+        want = torch.cat([reference.forward_lse(q, k, v, mask, rows=w)[0] for w in windows], 1)
+    return {"out_rows": rel_err(got, want)}
+
+
+def check_problem(problem: Problem, options: dict[str, Any], group=None,
+                  registry: Optional[Registry] = None, sample: int = 0) -> Optional[dict[str, float]]:
+    """Build mask, inputs and plan for `problem` and compare (collective; result on rank 0)."""
+    registry = registry or get_registry()
+    spec = registry.strategy(problem.strategy)
+    group = group or dist.group.WORLD
+    inner = inner_kernel(problem, registry)
+    mask = build_mask(problem, sample, registry)
+    resolved = spec.resolve_options(problem, options) if spec.resolve_options else dict(options)
+    plan = spec.prepare(problem, mask, inner, group, resolved)
+    q, k, v = make_inputs(problem, sample)
+    dout = global_dout(problem, sample) if problem.direction != "fwd" else None
+    return compare(spec, plan, problem, mask, q, k, v, dout)
+
+
+def check_cases(device: str, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run many checks in one process group (the body of `run_checks`, on every rank).
+
+    Each case is {"problem": Problem fields, "options": {...}}; the answer per case has `errors`
+    (rank 0) or `error` (the exception, if the case raised).
+    """
+    results = []
+    for case in cases:
+        problem = Problem(**{**case["problem"], "device": device, "world_size": dist.get_world_size()})
+        try:
+            errors = check_problem(problem, case.get("options", {}))
+            results.append({**case, "errors": errors})
+        except Exception as exc:  # noqa: BLE001 - reported per case; the other ranks raise the same
+            log.debug("check failed", exc_info=True)
+            results.append({**case, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
+    return results
+
+
+def run_checks(cases: list[dict[str, Any]], world_size: int, backend: str = "gloo", device: str = "cpu",
+               timeout_s: float = 300) -> list[dict[str, Any]]:
+    """Spawn `world_size` processes once and check every case there; rank 0's answers."""
+    from .launch import spawn
+
+    return spawn(check_cases, world_size, backend, device, (cases,), timeout_s)[0]
+
+
+def transfer_cases(device: str, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every transfer each case's forward and backward really make on this rank (`comm.recording`).
+
+    Run in a spawned group (`launch.spawn`); tests compare the answer with `schedule.comm`.
+    """
+    from .comm import recording
+
+    registry = get_registry()
+    answers = []
+    for case in cases:
+        problem = Problem(**{**case["problem"], "device": device, "world_size": dist.get_world_size()})
+        spec = registry.strategy(problem.strategy)
+        options = spec.resolve_options(problem, case.get("options", {})) if spec.resolve_options else {}
+        mask = build_mask(problem, 0, registry)
+        plan = spec.prepare(problem, mask, inner_kernel(problem, registry), dist.group.WORLD, options)
+        local = [spec.dispatch(t, plan).detach().requires_grad_(True) for t in make_inputs(problem, 0)]
+        with recording() as fwd:
+            out = spec.attention(*local, plan)
+        dout = spec.dispatch(global_dout(problem, 0), plan)
+        with recording() as bwd:
+            torch.autograd.grad(out, local, dout)
+        answers.append({"fwd": fwd, "bwd": bwd, "options": options})
+    return answers

@@ -1,0 +1,178 @@
+"""Measuring a context-parallel case: per-rank timing, reduction across ranks, the result row.
+
+Every rank times its own forward (or backward) with the strategy; the per-rank medians are
+gathered. As in the paper, the row's time is the mean over ranks (`ms_median`, with the mean
+20th and 80th percentiles) and `tflops` is TFLOP/s per GPU: the problem's FLOPs / world size /
+mean rank time. `ms_max_rank` is the slowest rank's median, which bounds a training step.
+`flops` is the whole problem's. Document masks are measured over several mask draws and the
+median of each quantity is reported, as for single kernels.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from longca.errors import LongcaError, UnsupportedError
+from longca.flops import attention_flops
+from longca.measure import (TOLERANCE, RunOptions, Sample, check_grads, check_tensor, current_phase, fail, finish,
+                       check_mode, mask_of, mask_refusal, n_samples, phase, summarize_samples, time_step)
+from longca.plugins import Registry, get_registry
+from longca.problem import Problem, check_mask_params, make_inputs
+from longca.results import ResultRow, new_row
+from longca.timing import host_ms
+from .accounting import balance, median_balance
+from .check import compare, global_dout, spot_compare
+from .inner import inner_kernel, inner_unsupported
+
+log = logging.getLogger(__name__)
+
+
+def resolve(problem: Problem, options: dict[str, Any], registry: Optional[Registry] = None) -> dict[str, Any]:
+    """The strategy's options with defaults filled (unknown names raise LongcaError)."""
+    spec = (registry or get_registry()).strategy(problem.strategy)
+    return spec.resolve_options(problem, dict(options)) if spec.resolve_options else dict(options)
+
+
+def unsupported(problem: Problem, options: dict[str, Any], registry: Optional[Registry] = None) -> Optional[str]:
+    """Why this strategy / inner kernel cannot run the problem, or None. Unknown names raise LongcaError."""
+    registry = registry or get_registry()
+    spec = registry.strategy(problem.strategy)
+    registry.kernel(problem.kernel)
+    check_mask_params(problem, registry)
+    claimed = registry.claimed_masks(spec.masks)
+    if problem.mask not in claimed:
+        return f"strategy {spec.name}: mask {problem.mask} is not supported (supported: {', '.join(claimed)})"
+    reason = inner_unsupported(problem, registry)
+    if reason:
+        return reason
+    return spec.supports(problem, options) if spec.supports else None
+
+
+def _sample(spec, problem: Problem, options: dict, inner, sample: int, run: RunOptions, check: bool,
+            group, device: torch.device, registry: Registry) -> Sample:
+    needs_grad = problem.direction != "fwd"
+    mask = mask_of(problem, sample, registry)
+    # the inner kernel may refuse this mask (a planner that cannot map its slices): every rank
+    # decides the same from the same global mask, so they all stop here together
+    refusal = mask_refusal(registry.kernel(problem.kernel), problem.with_(strategy=None, world_size=1), mask)
+    if refusal:
+        raise UnsupportedError(f"inner kernel {problem.kernel}: {refusal}")
+    phase("inputs")
+    q, k, v = make_inputs(problem, sample)
+    phase("prepare")
+    prepare_ms, plan = host_ms(lambda: spec.prepare(problem, mask, inner, group, options), device)
+    ql, kl, vl = (spec.dispatch(t, plan).detach().requires_grad_(needs_grad) for t in (q, k, v))
+    dout_g = global_dout(problem, sample) if needs_grad else None
+    dout = spec.dispatch(dout_g, plan) if needs_grad else None
+    phase("first call")
+    if problem.direction == "fwd":
+        def step():
+            with torch.no_grad():
+                return spec.attention(ql, kl, vl, plan)
+        check_tensor("this rank's output", step(), ql)
+    else:
+        out = spec.attention(ql, kl, vl, plan)
+        check_tensor("this rank's output", out, ql)
+        phase("backward")
+        check_grads(torch.autograd.grad(out, (ql, kl, vl), dout, retain_graph=True), (ql, kl, vl))
+        if problem.direction == "bwd":
+            def step():
+                return torch.autograd.grad(out, (ql, kl, vl), dout, retain_graph=True)
+        else:
+            def step():
+                return torch.autograd.grad(spec.attention(ql, kl, vl, plan), (ql, kl, vl), dout)
+    timed = time_step(step, device, run, before_timing=lambda: dist.barrier(group))
+    phase("gather")
+    ranks: list = [None] * dist.get_world_size(group)
+    dist.all_gather_object(ranks, [timed.times, timed.peak, prepare_ms], group=group)
+    medians = [float(np.median(r[0])) for r in ranks]
+    mean = float(np.mean(medians))
+    # as in the paper: the mean over ranks; percentiles and iterations likewise averaged over ranks
+    p20 = float(np.mean([np.percentile(r[0], 20) for r in ranks]))
+    p80 = float(np.mean([np.percentile(r[0], 80) for r in ranks]))
+    iterations = [float(t) for t in np.mean([r[0] for r in ranks], axis=0)]
+    peaks = [r[1] for r in ranks if r[1] is not None]
+    flops = attention_flops(mask.area, problem.heads_q, problem.head_dim, problem.batch, problem.direction)
+    world = dist.get_world_size(group)
+    errors = None
+    mode = check_mode(problem, mask, run) if check else "no"
+    if mode != "no":
+        phase("check")
+        errors = (compare(spec, plan, problem, mask, q, k, v, dout_g) if mode == "full"
+                  else spot_compare(spec, plan, problem, mask, q, k, v))
+    extra: dict[str, Any] = {"flops_total": flops}
+    if dist.get_rank(group) == 0 and spec.schedule is not None:
+        extra["balance"] = balance(problem, mask, options, registry)  # from the strategy's own schedule
+    # TFLOP/s per GPU: the problem's FLOPs over the world size
+    return Sample((mean, p20, p80), iterations, mask.area, flops / world, max(peaks) if peaks else None,
+                  float(max(r[2] for r in ranks)), errors, ms_max_rank=float(max(medians)), extra=extra,
+                  checked=mode)
+
+
+def measure_rank(problem: Problem, options: dict[str, Any], run: RunOptions, group=None,
+                 registry: Optional[Registry] = None) -> Optional[ResultRow]:
+    """This rank's part of one CP case (collective): the row on rank 0, None on the others.
+
+    Raises whatever the strategy raised on this rank: the caller decides what the row says
+    (`measure` here, or the group supervisor in `longca_cp.group`, which hears every rank)."""
+    registry = registry or get_registry()
+    group = group or dist.group.WORLD
+    spec = registry.strategy(problem.strategy)
+    device = torch.device(problem.device)
+    row = new_row(problem, strategy_options=dict(options))
+    inner = inner_kernel(problem, registry)
+    row.backend = inner.backend
+    try:
+        samples = [_sample(spec, problem, options, inner, sample, run, bool(run.check) and sample == 0, group, device,
+                           registry) for sample in range(n_samples(problem, run, registry))]
+    except UnsupportedError as exc:  # the inner kernel refused the mask it was given: every rank alike
+        row.status, row.reason = "unsupported", str(exc)
+        return row if dist.get_rank(group) == 0 else None
+    if dist.get_rank(group) != 0:
+        return None
+    summarize_samples(row, samples)
+    row.flops = float(np.mean([s.extra["flops_total"] for s in samples]))  # the whole problem's
+    if all("balance" in s.extra for s in samples):
+        row.balance = median_balance([s.extra["balance"] for s in samples])
+    return finish(row, samples[0].errors, run.tolerance or TOLERANCE[problem.dtype], samples[0].checked)
+
+
+def measure(problem: Problem, options: dict[str, Any], run: Optional[RunOptions] = None, group=None,
+            registry: Optional[Registry] = None) -> Optional[ResultRow]:
+    """Measure one CP case on every rank of `group` (collective); the result row on rank 0, else None.
+
+    `options` must be resolved (`resolve`) and the case supported (`unsupported`): both are
+    decided before processes start. Failures inside the strategy become rank 0's row (this
+    rank's view of it: under torchrun, where no supervisor hears the other ranks).
+    """
+    run = run or RunOptions()
+    group = group or dist.group.WORLD
+    try:
+        return measure_rank(problem, options, run, group, registry)
+    except LongcaError:
+        raise
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - recorded in the row
+        log.debug("CP case failed", exc_info=True)
+        row = fail(new_row(problem, strategy_options=dict(options)), exc, current_phase())
+        row.reason = f"rank {dist.get_rank(group)} saw: {row.reason}"
+        return row if dist.get_rank(group) == 0 else None
+
+
+def measure_in_group(device: str, cases: list[tuple[dict[str, Any], dict[str, Any]]],
+                     run_fields: dict[str, Any]) -> list[dict[str, Any]]:
+    """`measure` of each (problem fields, options) case in a spawned group (see `launch.spawn`).
+
+    Arguments are plain dicts (they cross process boundaries); rows come back from rank 0 with
+    the problem's own device name, an empty list from the other ranks.
+    """
+    rows = []
+    for fields, options in cases:
+        row = measure(Problem(**{**fields, "device": device}), options, RunOptions(**run_fields))
+        if row is not None:
+            row.device = fields["device"]
+            rows.append(row.model_dump())
+    return rows

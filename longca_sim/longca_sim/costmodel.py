@@ -1,0 +1,224 @@
+"""The price of inner-kernel calls, fitted from longca's own single-GPU result rows.
+
+A call is priced from its slices with a tile model (tile T = 128 rows x 128 keys):
+
+    ms = launch + row * heads * sum(ceil(Lq / T)) + tile * heads * sum(padded area) + segment * heads * slices
+         + diagonal * heads * sum(diagonal row blocks)
+
+`padded area` counts what a tiled kernel computes: a full slice rounded up to whole tiles, a
+triangle's area plus half a tile per row block on its diagonal. `launch` is the fixed cost of a
+call, `row` the cost of a row block (load Q, write O and lse), `tile` the cost per unmasked pair,
+`segment` the cost of each slice (a varlen segment: one per document piece), `diagonal` the
+extra cost of a row block that crosses a causal diagonal (two for a bi-causal slice): those tiles
+are computed with the mask applied element by element (FlashAttention-2 runs
+`ceil(kBlockM / kBlockN) + 1` masked key steps there), so a causal document of a few row blocks
+costs more per pair than its padded area says. The coefficients are fitted per kernel and
+direction by least squares on relative error over the rows of the masks CP calls are made of
+(full, causal, full_document, causal_document), each row's features averaged over its own mask
+draws (rebuilt from its sampler and seed); the diagonal term is kept only where it predicts the
+kernel's own rows better, each left out in turn (`_select_fit`).
+
+Outside the data the rule is the model itself: linear in tiles above the largest measured call
+(constant throughput, the flat TFLOP/s of 24K-48K rows supports it) and dominated by the launch
+and row-block terms below the smallest; `measured_share` in a simulation says how much of the
+compute time falls inside the fitted range. Calls on fewer heads scale linearly with the heads
+(occupancy of small calls is not modelled).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import numpy as np
+
+from longca.errors import LongcaError
+from longca.masks import slices as sl
+from longca_cp.calls import CallTable, pair_table
+
+TILE = 128
+FIT_MASKS = ("full", "causal", "full_document", "causal_document")
+FIT_PATH = Path(__file__).resolve().parent / "data" / "cp_kernel_fit.json"
+NAMES = ("launch_ms", "row_ms", "tile_ms", "segment_ms", "diagonal_ms")
+
+
+def slice_features(slices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row blocks, padded area, row blocks on a diagonal) of each slice."""
+    s = sl.as_array(slices)
+    lq, lk, kind = s[:, 1] - s[:, 0], s[:, 3] - s[:, 2], s[:, 4]
+    nq, nk = -(-lq // TILE), -(-lk // TILE)
+    exact = np.where(kind == sl.FULL, lq * lk,
+                     np.where(kind == sl.BI_CAUSAL, lq * (lk - lq + 1), lq * (lk - lq) + lq * (lq + 1) // 2))
+    diagonal = np.where(kind == sl.FULL, 0, np.where(kind == sl.BI_CAUSAL, 2, 1)) * nq
+    padded = np.minimum(exact + diagonal * (TILE * TILE // 2), nq * nk * TILE * TILE)
+    padded = np.where(kind == sl.FULL, nq * nk * TILE * TILE, padded)
+    return nq.astype(float), padded.astype(float), diagonal.astype(float)
+
+
+def table_features(table: CallTable, heads: int) -> np.ndarray:
+    """(calls, 5): launches, head row blocks, head padded area, head segments, head diagonal row blocks of
+    every call of a table."""
+    if not len(table):
+        return np.zeros((0, len(NAMES)))
+    nq, padded, diagonal = slice_features(table.slices)
+    first = table.start[:-1]
+    rows = np.add.reduceat(nq, first) * heads
+    area = np.add.reduceat(padded, first) * heads
+    segments = np.diff(table.start).astype(float) * heads
+    diagonals = np.add.reduceat(diagonal, first) * heads
+    return np.column_stack([np.ones(len(table)), rows, area, segments, diagonals])
+
+
+@dataclass
+class KernelFit:
+    """The fitted coefficients of one kernel and direction, and how well they fit."""
+
+    kernel: str
+    direction: str
+    launch_ms: float
+    row_ms: float
+    tile_ms: float
+    segment_ms: float
+    rows: int
+    median_err_pct: float
+    max_err_pct: float
+    work_range: tuple[float, float]  # smallest and largest head padded area of a fitted row
+    residuals: list[dict[str, Any]] = field(default_factory=list)
+    diagonal_ms: float = 0.0  # last, with defaults: fit files written before they existed still load
+    # leave-one-out median |error| % over the fitted rows with and without the diagonal term (which was kept)
+    selection: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def coef(self) -> np.ndarray:
+        return np.array([self.launch_ms, self.row_ms, self.tile_ms, self.segment_ms, self.diagonal_ms])
+
+    def price(self, features: np.ndarray) -> np.ndarray:
+        """Milliseconds of each call (features from `table_features`)."""
+        return features @ self.coef
+
+    def inside(self, features: np.ndarray) -> np.ndarray:
+        """Calls whose work lies in the measured range."""
+        lo, hi = self.work_range
+        return (features[:, 2] >= lo * 0.5) & (features[:, 2] <= hi * 1.5)
+
+
+def _nonneg_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Least squares with coefficients >= 0 (drops negative ones and refits; a handful of unknowns)."""
+    active = list(range(a.shape[1]))
+    while True:
+        x = np.zeros(a.shape[1])
+        x[active] = np.linalg.lstsq(a[:, active], b, rcond=None)[0]
+        if (x >= 0).all() or not active:
+            return np.maximum(x, 0)
+        active.remove(int(np.argmin(np.where(np.isin(np.arange(len(x)), active), x, np.inf))))
+
+
+def _loo_median_err(x: np.ndarray, t: np.ndarray) -> float:
+    """Median |error| % of each row predicted by the fit on the other rows."""
+    errs = []
+    for i in range(len(t)):
+        keep = np.arange(len(t)) != i
+        coef = _nonneg_lstsq(x[keep] / t[keep, None], np.ones(int(keep.sum())))
+        errs.append(abs(x[i] @ coef - t[i]) / t[i])
+    return 100 * float(np.median(errs))
+
+
+def _select_fit(x: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+    """Coefficients on relative error; the diagonal term is kept only where it predicts the kernel's own
+    rows better, each left out of its fit in turn (a tie keeps the simpler model). The rule sees only the
+    fitted rows, never a row the simulator is validated on."""
+    plain = x.copy()
+    plain[:, NAMES.index("diagonal_ms")] = 0.0
+    with_diagonal, without = _loo_median_err(x, t), _loo_median_err(plain, t)
+    chosen = x if with_diagonal < without else plain
+    return _nonneg_lstsq(chosen / t[:, None], np.ones(len(t))), {"loo_median_err_pct_with_diagonal": with_diagonal,
+                                                                  "loo_median_err_pct_without": without}
+
+
+def row_features(row: dict[str, Any], registry=None) -> np.ndarray:
+    """The mean features of the single call a one-GPU row made, over its mask draws."""
+    from longca.problem import Problem, build_mask
+
+    problem = Problem(kernel=row["kernel"], mask=row["mask"], seqlen=row["seqlen"], heads_q=row["heads_q"],
+                      heads_kv=row["heads_kv"], head_dim=row["head_dim"], sampler=row.get("sampler") or "auto",
+                      seed=row.get("seed") or 0, mask_params=row.get("mask_params") or {})
+    feats = []
+    for sample in range(max(1, row.get("samples") or 1)):
+        mask = build_mask(problem, sample, registry)
+        table = pair_table(mask.static_slices(), [(0, problem.seqlen)], [(0, problem.seqlen)])
+        feats.append(table_features(table, problem.heads_q).sum(axis=0))
+    return np.mean(feats, axis=0)
+
+
+def fit_rows(rows: Iterable[dict[str, Any]], registry=None) -> dict[str, dict[str, KernelFit]]:
+    """Fits per kernel and direction from ok single-GPU rows of the FIT_MASKS (fwd and bwd rows)."""
+    groups: dict[tuple[str, str], list[tuple[np.ndarray, float, dict]]] = {}
+    for row in rows:
+        if (row.get("status") != "ok" or row.get("strategy") or row.get("mask") not in FIT_MASKS
+                or row.get("direction") not in ("fwd", "bwd") or not row.get("ms_median") or row.get("batch", 1) != 1):
+            continue
+        groups.setdefault((row["kernel"], row["direction"]), []).append(
+            (row_features(row, registry), float(row["ms_median"]), row))
+    fits: dict[str, dict[str, KernelFit]] = {}
+    for (kernel, direction), items in sorted(groups.items()):
+        if len(items) < 4:
+            continue
+        x = np.array([f for f, _, _ in items])
+        t = np.array([ms for _, ms, _ in items])
+        coef, selection = _select_fit(x, t)
+        pred = x @ coef
+        err = 100 * (pred - t) / t
+        residuals = [{"mask": r["mask"], "seqlen": r["seqlen"], "measured_ms": ms, "model_ms": float(p),
+                      "err_pct": float(e)} for (_, ms, r), p, e in zip(items, pred, err)]
+        launch_ms, row_ms, tile_ms, segment_ms, diagonal_ms = (float(c) for c in coef)
+        fits.setdefault(kernel, {})[direction] = KernelFit(
+            kernel, direction, launch_ms, row_ms, tile_ms, segment_ms, len(items), float(np.median(np.abs(err))),
+            float(np.max(np.abs(err))), (float(x[:, 2].min()), float(x[:, 2].max())), residuals, diagonal_ms,
+            selection)
+    return fits
+
+
+def read_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """Rows of results.jsonl files (or folders holding one, searched recursively)."""
+    out: list[dict[str, Any]] = []
+    for path in paths:
+        path = Path(path)
+        files = [path] if path.is_file() else sorted(path.rglob("results.jsonl"))
+        if not files:
+            raise LongcaError(f"no results.jsonl in {path}")
+        for f in files:
+            out.extend(json.loads(line) for line in f.read_text().splitlines() if line.strip())
+    return out
+
+
+def save_fits(fits: dict[str, dict[str, KernelFit]], path: Path, sources: list[str],
+              call_overhead: Optional[dict[str, Any]] = None) -> None:
+    doc = {"tile": TILE, "masks": list(FIT_MASKS), "sources": sources, "call_overhead_ms": call_overhead or {},
+           "kernels": {k: {d: asdict(f) for d, f in by.items()} for k, by in fits.items()}}
+    Path(path).write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def load_fits(path: Optional[Path] = None) -> tuple[dict[str, dict[str, KernelFit]], dict[str, Any]]:
+    """The fits shipped with longca (from docs/results/h200, `docs/scripts/cp_fit.py`) or another file,
+    and the file's other fields (sources, the per-call overhead of CP steps)."""
+    try:
+        doc = json.loads(Path(path or FIT_PATH).read_text())
+        fits = {k: {d: KernelFit(**{**f, "work_range": tuple(f["work_range"])}) for d, f in by.items()}
+                for k, by in doc["kernels"].items()}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LongcaError(f"cannot read kernel fit {path or FIT_PATH}: {exc}") from None
+    return fits, {k: v for k, v in doc.items() if k != "kernels"}
+
+
+def kernel_fit(fits: dict[str, dict[str, KernelFit]], kernel: str, direction: str) -> KernelFit:
+    if kernel not in fits or direction not in fits[kernel]:
+        known = ", ".join(sorted(fits)) or "none"
+        raise LongcaError(f"no measured rows to price inner kernel {kernel!r} ({direction}); fitted kernels: {known}"
+                          f" (add rows with --results)")
+    return fits[kernel][direction]
+
+
+def tflops(flops: float, ms: float) -> float:
+    return flops / (ms * 1e-3) / 1e12 if ms > 0 and math.isfinite(ms) else 0.0

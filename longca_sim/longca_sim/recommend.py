@@ -1,0 +1,204 @@
+"""`longca recommend`: every inner kernel x strategy x options for one training setting, ranked by the simulator.
+
+Candidates: every inner kernel the fit file prices (measured one-GPU rows) and every strategy with
+its option variants (layouts; USP's Ulysses degree and LoongTrain's head degree and windows, kept
+inside a node). Each is simulated over the same mask draws, ranked by predicted fwd+bwd step time
+of the slowest rank; lines within the model's error of the best are near-ties. Refusals (heads that
+do not divide, lengths a layout cannot split, modelled memory above the GPU's) are listed with the
+reason. A line rests on measured rows when a results folder holds the same case measured; else
+on the model alone (its inner kernel's fit and the topology).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional
+
+import numpy as np
+
+from longca.errors import LongcaError, UnsupportedError
+from longca.flops import attention_flops
+from longca.plugins import Registry, get_registry
+from longca.problem import Problem, build_mask
+from longca_cp.accounting import schedule_of
+from longca_cp.schedule import RingSchedule
+from .costmodel import KernelFit
+from .simulate import Pricing, resolve_for, simulate_schedule
+from .topology import Topology
+
+# the model's own error on measured CP rows (docs/cp-simulator/validation.md, world size 2, median)
+CP_MODEL_ERR_PCT = 3.0
+
+
+@dataclass
+class Setting:
+    mask: str
+    seqlen: int
+    gpus: int
+    heads_q: int
+    heads_kv: int
+    head_dim: int = 128
+    dtype: str = "bfloat16"
+    batch: int = 1
+    sampler: str = "auto"
+    sampler_params: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    samples: int = 3
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def variants(strategy: str, world: int, heads_q: int, gpus_per_node: int) -> list[dict[str, Any]]:
+    """The option sets tried for a strategy (empty: its defaults only)."""
+    local = [d for d in _divisors(world) if d <= gpus_per_node and heads_q % d == 0]
+    ring_layouts = [{"layout": "zigzag"}, {"layout": "doc_zigzag"}]
+    if strategy in ("ring-p2p", "ring-allgather"):
+        return ring_layouts + [{"layout": "contiguous"}]
+    if strategy == "usp":
+        grids = [{"ulysses_degree": d} for d in local if 1 < d < world]
+    elif strategy == "loongtrain":
+        grids = []
+        for d in local:
+            ring = world // d
+            grids += [{"head_degree": d, "windows": w} for w in _divisors(ring) if 1 < w < ring and w <= 8]
+    else:
+        return [{}]
+    return [{**g, **lay} for g in grids or [{}] for lay in ring_layouts]
+
+
+def _err(fit: KernelFit) -> float:
+    return fit.median_err_pct
+
+
+@dataclass
+class Line:
+    kernel: str
+    strategy: str
+    options: dict[str, Any]
+    status: str = "ok"
+    reason: Optional[str] = None
+    fwd_ms: float = math.nan
+    bwd_ms: float = math.nan
+    tflops: float = math.nan
+    peak_mem_gb: float = math.nan
+    error_pct: float = 0.0
+    basis: str = "model"
+    measured: Optional[dict[str, Any]] = None
+    rank: Optional[int] = None
+    tie: bool = False
+
+    @property
+    def step_ms(self) -> float:
+        return self.fwd_ms + self.bwd_ms
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "kernel": self.kernel, "strategy": self.strategy, "options": self.options,
+                "status": self.status, "reason": self.reason, "step_ms": self.step_ms, "fwd_ms": self.fwd_ms,
+                "bwd_ms": self.bwd_ms, "tflops_per_gpu": self.tflops, "peak_mem_gb": self.peak_mem_gb,
+                "model_error_pct": self.error_pct, "near_tie_with_best": self.tie, "basis": self.basis,
+                "measured": self.measured}
+
+
+def _measured(rows: Iterable[dict[str, Any]], problem: Problem, options: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """The measured fwd and bwd rows of exactly this case, if a results folder holds them."""
+    found: dict[str, Any] = {}
+    for row in rows:
+        if (row.get("status") == "ok" and row.get("strategy") == problem.strategy
+                and row.get("kernel") == problem.kernel
+                and row.get("world_size") == problem.world_size and row.get("mask") == problem.mask
+                and row.get("seqlen") == problem.seqlen and row.get("heads_q") == problem.heads_q
+                and row.get("heads_kv") == problem.heads_kv and row.get("head_dim") == problem.head_dim
+                and (row.get("strategy_options") or {}) == options and not row.get("simulated")):
+            found[row["direction"]] = row
+    if not {"fwd", "bwd"} <= set(found):
+        return None
+    return {"fwd_ms": found["fwd"]["ms_median"], "bwd_ms": found["bwd"]["ms_median"]}
+
+
+def kernel_refusal(name: str, setting: Setting, priced: bool, registry: Registry) -> Optional[str]:
+    """Why an inner kernel cannot serve this setting, from what it declares (its library is not loaded here)."""
+    spec = registry.kernel(name)
+    missing = [n for n in ("forward_lse", "backward_lse") if getattr(spec, n) is None]
+    if missing:
+        return f"kernel {name} has no {' or '.join(missing)}, so it cannot be an inner kernel"
+    if setting.dtype not in spec.dtypes:
+        return f"kernel {name} does not run {setting.dtype} (it takes {', '.join(spec.dtypes)})"
+    if spec.head_dims is not None and setting.head_dim not in spec.head_dims:
+        return f"kernel {name} does not take head_dim {setting.head_dim}"
+    if setting.mask not in registry.claimed_masks(spec.masks):
+        return f"kernel {name} does not support mask {setting.mask}"
+    if not priced:
+        return (f"no measured one-GPU rows of {name} to price it (measure it with longca sweep on the target GPU "
+                f"and pass --results)")
+    return None
+
+
+def recommend(setting: Setting, pricings: dict[str, Optional[Pricing]], topology: Topology,
+              rows: Iterable[dict[str, Any]] = (), strategies: Optional[list[str]] = None,
+              registry: Optional[Registry] = None) -> list[Line]:
+    """Every candidate line, ranked (ok lines first by step time, then the refused ones).
+
+    `pricings`: per inner kernel its pricing, or None when no measured rows price it (refused)."""
+    registry = registry or get_registry()
+    rows = list(rows)
+    names = strategies or registry.names("strategies")
+    lines: list[Line] = []
+    usable: dict[str, Pricing] = {}
+    for kernel, pricing in pricings.items():
+        reason = kernel_refusal(kernel, setting, pricing is not None, registry)
+        if reason:
+            lines.append(Line(kernel, "any", {}, "unsupported", reason))
+        elif pricing is not None:  # kernel_refusal refuses a kernel without one
+            usable[kernel] = pricing
+    if not usable:
+        return lines
+    if setting.seqlen % setting.gpus:
+        raise LongcaError(f"sequence length {setting.seqlen} is not a multiple of {setting.gpus} GPUs")
+    base = Problem(kernel=next(iter(usable)), mask=setting.mask, seqlen=setting.seqlen, heads_q=setting.heads_q,
+                   heads_kv=setting.heads_kv, head_dim=setting.head_dim, batch=setting.batch, dtype=setting.dtype,
+                   direction="fwdbwd", device="cuda", sampler=setting.sampler,
+                   sampler_params=dict(setting.sampler_params), seed=setting.seed, world_size=setting.gpus)
+    draws = setting.samples if registry.mask(setting.mask).uses_documents else 1
+    masks = [build_mask(base, i, registry) for i in range(max(1, draws))]
+    memory = topology.memory_gb * 1e9
+    shared_tables: dict[tuple, dict] = {}
+    for strategy in names:
+        for given in variants(strategy, setting.gpus, setting.heads_q, topology.gpus_per_node):
+            problem = base.with_(strategy=strategy)
+            try:
+                options = resolve_for(problem, given, topology.gpus_per_node, registry)
+                schedules = [schedule_of(problem.with_(strategy_options=options), m, options, registry) for m in masks]
+            except UnsupportedError as exc:
+                lines += [Line(k, strategy, given, "unsupported", str(exc)) for k in usable]
+                continue
+            for i, sched in enumerate(schedules):
+                sched.memo = {}
+                if isinstance(sched, RingSchedule):  # the same calls for every head degree and window count
+                    sched.tables = shared_tables.setdefault((i, sched.ring_size, sched.layout_kind), {})
+            for kernel, pricing in usable.items():
+                line = Line(kernel, strategy, options, error_pct=max(_err(pricing.fwd), _err(pricing.bwd))
+                            + CP_MODEL_ERR_PCT)
+                sims = [simulate_schedule(s, m.area, pricing) for s, m in zip(schedules, masks)]
+                line.fwd_ms = float(np.median([s["fwd"]["ms_max"] for s in sims]))
+                line.bwd_ms = float(np.median([s["bwd"]["ms_max"] for s in sims]))
+                flops = float(np.median([attention_flops(m.area, setting.heads_q, setting.head_dim, setting.batch,
+                                                         "fwdbwd") for m in masks]))
+                line.tflops = flops / setting.gpus / (line.step_ms * 1e-3) / 1e12
+                peak = max(s["bwd"]["peak_mem_bytes"] for s in sims)
+                line.peak_mem_gb = peak / 1e9
+                measured = _measured(rows, problem.with_(kernel=kernel), options)
+                if measured:
+                    line.basis, line.measured = "measured", measured
+                if peak > memory:
+                    line.status = "oom"
+                    line.reason = (f"modelled {peak / 1e9:.1f} GB per GPU (inputs and the strategy's buffers) exceeds "
+                                   f"{topology.memory_gb:.0f} GB")
+                lines.append(line)
+    ok = sorted((ln for ln in lines if ln.status == "ok"), key=lambda ln: ln.step_ms)
+    for i, line in enumerate(ok, 1):
+        line.rank = i
+        best = ok[0]
+        line.tie = i > 1 and line.step_ms <= best.step_ms * (1 + max(best.error_pct, line.error_pct) / 100)
+    return ok + [ln for ln in lines if ln.status != "ok"]

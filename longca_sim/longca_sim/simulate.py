@@ -1,0 +1,423 @@
+"""Simulating a CP case at any world size: every rank's calls priced, transfers priced, each strategy's overlap.
+
+Per rank, the strategy's schedule (`schedule`) gives the calls of each step and the transfers.
+Calls are priced by the inner kernel's fit (`costmodel`, from measured one-GPU rows), plus the
+lse merges and gradient sums the code does in float32 (bytes counted from its tensor operations,
+priced at the device's memory bandwidth); transfers by the topology (`topology`). The overlap
+rules are the code's:
+
+- ring steps (Ring P2P, USP, LoongTrain): the next block is posted before the step's calls and
+  waited for after them, so a step ends at max(own compute, block arrival from the previous rank);
+  in the backward a block's dK/dV follow it one step behind; the outer ring of the double ring is
+  posted at the start of an outer step and waited for after its inner ring;
+- all-to-all (Ulysses, USP, LoongTrain) and all-gather / reduce-scatter (Ring All-Gather): exposed,
+  and a collective starts when its last member arrives.
+
+All ranks of a head group make the same calls, so one per ring position is priced. Times are
+simulated on a common clock from a synchronised start; a rank's time is when it finishes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from longca.errors import LongcaError, UnsupportedError
+from longca.flops import attention_flops
+from longca.plugins import Registry, get_registry
+from longca.problem import Problem, build_mask
+from longca.results import ResultRow, new_row
+from longca.timing import L2_FLUSH_BYTES
+from longca_cp.accounting import balance_of, median_balance, rank_totals, schedule_of
+from .costmodel import KernelFit, kernel_fit, table_features, tflops
+from longca_cp.schedule import ELEMENT_BYTES, GatherSchedule, RankCalls, RingSchedule, Schedule
+from .topology import Topology
+
+# the float32 lse merge of one call (`merge.merge_`), per output element, as the bytes whose time at the
+# preset's HBM figure it takes: measured on an H200 (docs/results/h200/cp-merge, benchmarks/cp_merge.py:
+# the slope over 2,048-8,192 rows at 64 heads, 8.7e-9 ms per element = 33 bytes at 3.84 TB/s; its tensor
+# operations alone count 18, the rest is the small lse operations and the kernels' own efficiency; the
+# ~0.03 ms fixed per merge is in the per-call overhead); a gradient sum and a cast by their counted bytes
+MERGE_BYTES, GRAD_BYTES, CAST_BYTES = 33, 10, 6
+# the merge longca's measured CP rows (docs/results/h200x2, docs/context-parallel) ran: before this one, a
+# float copy of the output and separate multiply and add, measured the same way at 45 bytes (34 counted);
+# those rows are re-simulated (and the per-call overhead fitted from them) with it
+MERGE_BYTES_MEASURED_ROWS = 45
+# device-memory bytes moved per byte of a collective by the copies around it in `comm`: the all-to-all
+# makes its input contiguous and permutes its output (read + write each); the all-gather's output is
+# reordered into the global sequence (`Layout.assemble`); the reduce-scatter's input is stacked first
+COPY_BYTES = {"all_to_all": 4, "all_gather": 2, "reduce_scatter": 2}
+
+
+@dataclass
+class Pricing:
+    """How calls and transfers are priced. `call_overhead_ms`: the host and bookkeeping cost of each
+    inner call beyond a lone one (cropping, packing, the Python of the step), per direction; fitted
+    from measured two-GPU rows (`costmodel.fit_call_overhead`). `merge_bytes`: memory traffic per output
+    element of one lse merge (the code's, `MERGE_BYTES`; `MERGE_BYTES_MEASURED_ROWS` for rows measured
+    before the compiled merge)."""
+
+    fwd: KernelFit
+    bwd: KernelFit
+    topology: Topology
+    calibrated: bool = False
+    call_overhead_ms: Optional[dict[str, float]] = None
+    merge_bytes: int = MERGE_BYTES
+
+
+def _step_times(rc: RankCalls, pricing: Pricing, problem: Problem) -> tuple[np.ndarray, np.ndarray, float]:
+    """(forward ms per step, backward ms per step, share of kernel time inside the fitted range)."""
+    if "table" not in rc.features:
+        rc.features["table"] = table_features(rc.table, rc.heads_q)
+    feats = rc.features["table"]
+    kernel_f, kernel_b = pricing.fwd.price(feats), pricing.bwd.price(feats)
+    t = rc.table
+    rows = (t.q1 - t.q0).astype(float)
+    keys = (t.k1 - t.k0).astype(float)
+    elem = problem.batch * problem.head_dim
+    local_rows = problem.seqlen / (problem.world_size / max(1, problem.heads_q // rc.heads_q))
+    single = len(t) == 1 and rows[0] == local_rows  # one call over every row: kept as it is, no merge
+    hbm = pricing.topology.hbm_gbs * 1e6  # bytes per ms
+    order = np.lexsort((np.arange(len(t)), rc.step, t.qi))
+    first = np.zeros(len(t), dtype=bool)  # the first call on a query run copies, the later ones merge
+    first[order[np.r_[True, t.qi[order][1:] != t.qi[order][:-1]]] if len(t) else order] = True
+    per_row = np.where(first, CAST_BYTES, pricing.merge_bytes)
+    merge = 0.0 if single else per_row * rows * rc.heads_q * elem / hbm
+    grads = 0.0 if single else GRAD_BYTES * (rows * rc.heads_q + 2 * keys * rc.heads_kv) * elem / hbm
+    extra = pricing.call_overhead_ms or {}
+    over_f, over_b = (0.0, 0.0) if single else (extra.get("fwd", 0.0), extra.get("bwd", 0.0))
+    fwd = np.bincount(rc.step, weights=kernel_f + merge + over_f, minlength=rc.steps)
+    bwd = np.bincount(rc.step, weights=kernel_b + grads + over_b, minlength=rc.steps)
+    if not single and len(t):
+        fwd[-1] += CAST_BYTES * local_rows * rc.heads_q * elem / hbm
+    priced = kernel_f.sum() + kernel_b.sum()
+    inside = pricing.fwd.inside(feats)
+    share = float((kernel_f[inside].sum() + kernel_b[inside].sum()) / priced) if priced > 0 else 1.0
+    return fwd, bwd, share
+
+
+def _ring_forward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, x_out, prev_in, prev_out):
+    s = start.copy()
+    w = sched.window
+    for o in range(sched.windows):
+        posted_outer = s.copy()
+        for t in range(w):
+            e = s + c[:, o * w + t]
+            s = np.maximum(e, s[prev_in] + x_in[prev_in]) if t + 1 < w else e
+        if o + 1 < sched.windows:
+            s = np.maximum(s, posted_outer[prev_out] + x_out[prev_out])
+    return s
+
+
+def _ring_backward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, x_out, prev_in, prev_out):
+    """As the forward, plus each block's dK/dV sum sent after its step and waited for after the next."""
+    s = start.copy()
+    w, windows = sched.window, sched.windows
+    outer_sum: Optional[np.ndarray] = None
+    for o in range(windows):
+        posted_outer = s.copy()
+        sent: Optional[np.ndarray] = None
+        for t in range(w):
+            d = s + c[:, o * w + t]
+            if sent is not None:
+                d = np.maximum(d, sent[prev_in] + x_in[prev_in])
+            sent = d if w > 1 else None
+            s = np.maximum(d, s[prev_in] + x_in[prev_in]) if t + 1 < w else d
+        if sent is not None:
+            s = np.maximum(s, sent[prev_in] + x_in[prev_in])
+        if outer_sum is not None:
+            s = np.maximum(s, outer_sum[prev_out] + x_out[prev_out])
+        if windows > 1:
+            outer_sum = s.copy()
+        if o + 1 < windows:
+            s = np.maximum(s, posted_outer[prev_out] + x_out[prev_out])
+    if outer_sum is not None:
+        s = np.maximum(s, outer_sum[prev_out] + x_out[prev_out])
+    return s
+
+
+def _op_ms(ops, topo: Topology, phase: str, kind: str, ring: str = "") -> float:
+    """Exposed time of these collectives, with the copies the code makes around each (`COPY_BYTES`)."""
+    hbm = topo.hbm_gbs * 1e6
+    return sum((topo.op_ms(op) + COPY_BYTES.get(op.kind, 0) * op.nbytes / hbm) * op.count for op in ops
+               if op.phase == phase and op.kind == kind and (not ring or op.ring == ring))
+
+
+def _ring_link_ms(sched: RingSchedule, topo: Topology, phase: str, ring: str) -> np.ndarray:
+    """Per position: the time of one transfer step on its link to the next (the slowest of its head group).
+
+    In the backward, a block and its dK/dV sum travel on the same link at the same time, so both
+    take the time of their bytes together.
+    """
+    out = np.zeros(sched.ring_size)
+    for position in range(sched.ring_size):
+        worst = 0.0
+        for u in range(sched.head_degree):
+            ops = [op for op in sched.comm(position * sched.head_degree + u) if op.phase == phase and op.ring == ring]
+            if ops:
+                total = sum(op.nbytes for op in ops)
+                worst = max(worst, topo.op_ms(type(ops[0])(phase, "p2p", "", total, ops[0].ranks)))
+        out[position] = worst
+    return out
+
+
+def _simulate_ring(sched: RingSchedule, pricing: Pricing, problem: Problem) -> dict[str, Any]:
+    topo = pricing.topology
+    r, steps = sched.ring_size, sched.ring_size
+    cf, cb, shares = np.zeros((r, steps)), np.zeros((r, steps)), []
+    for position in range(r):
+        f, b, share = _step_times(sched.rank_calls(position * sched.head_degree), pricing, problem)
+        cf[position], cb[position] = f, b
+        shares.append(share)
+    w = sched.window
+    pos = np.arange(r)
+    a, b_ = np.divmod(pos, w)
+    prev_in = a * w + (b_ - 1) % w
+    prev_out = ((a - 1) % sched.windows) * w + b_
+    a2a = {phase: np.array([max(_op_ms(sched.comm(p * sched.head_degree + u), topo, phase, "all_to_all")
+                                for u in range(sched.head_degree)) for p in range(r)]) for phase in ("fwd", "bwd")}
+    ops0 = sched.comm(0)
+    before = {"fwd": _op_ms([op for op in ops0 if op.what in ("q", "k,v")], topo, "fwd", "all_to_all"),
+              "bwd": _op_ms([op for op in ops0 if op.what == "dout"], topo, "bwd", "all_to_all")}
+    total0 = {phase: _op_ms(ops0, topo, phase, "all_to_all") for phase in ("fwd", "bwd")}
+    frac = {phase: (before[phase] / total0[phase] if total0[phase] > 0 else 0.0) for phase in ("fwd", "bwd")}
+    out: dict[str, Any] = {}
+    for phase, c, run in (("fwd", cf, _ring_forward), ("bwd", cb, _ring_backward)):
+        x_in = _ring_link_ms(sched, topo, phase, "inner")
+        x_out = _ring_link_ms(sched, topo, phase, "outer")
+        start = a2a[phase] * frac[phase]
+        end = run(c, start, sched, x_in, x_out, prev_in, prev_out) + a2a[phase] * (1 - frac[phase])
+        per_rank = np.repeat(end, sched.head_degree)
+        compute = np.repeat(c.sum(axis=1), sched.head_degree)
+        out[phase] = (per_rank, compute)
+    out["measured_share"] = float(np.mean(shares))
+    return out
+
+
+def _simulate_gather(sched: GatherSchedule, pricing: Pricing, problem: Problem) -> dict[str, Any]:
+    topo = pricing.topology
+    world = sched.world
+    cf, cb, shares = np.zeros(world), np.zeros(world), []
+    for rank in range(world):
+        f, b, share = _step_times(sched.rank_calls(rank), pricing, problem)
+        cf[rank], cb[rank] = f.sum(), b.sum()
+        shares.append(share)
+    ops = sched.comm(0)
+    gather_f = _op_ms(ops, topo, "fwd", "all_gather")
+    gather_b = _op_ms(ops, topo, "bwd", "all_gather")
+    scatter = _op_ms(ops, topo, "bwd", "reduce_scatter")
+    fwd = gather_f + cf
+    bwd = np.full(world, (gather_b + cb).max() + scatter)  # the reduce-scatter waits for the last rank
+    return {"fwd": (fwd, cf), "bwd": (bwd, cb), "measured_share": float(np.mean(shares))}
+
+
+def peak_memory(sched: Schedule, direction: str) -> int:
+    """Modelled peak bytes per GPU: inputs, the strategy's buffers and accumulators (not the kernel's workspace)."""
+    p = sched.problem
+    e, bd = ELEMENT_BYTES[p.dtype], p.batch * p.head_dim
+    local = p.seqlen // p.world_size
+    inputs = bd * local * (2 * p.heads_q + 2 * p.heads_kv) * e  # q, k, v, out
+    backward = direction != "fwd"
+    if backward:
+        # dout, grads, lse
+        inputs += bd * local * (2 * p.heads_q + 2 * p.heads_kv) * e + 4 * local * p.heads_q * p.batch
+    if isinstance(sched, GatherSchedule):
+        gathered = 2 * bd * p.seqlen * p.heads_kv * e * 2  # K and V gathered, and their reordered copies
+        sums = 2 * bd * p.seqlen * p.heads_kv * 4 * 2 if backward else 0  # float32 dK/dV and the stacked copy
+        acc = bd * local * p.heads_q * 4 * (2 if backward else 1)
+        return int(inputs + gathered + sums + acc)
+    u, block = sched.head_degree, p.seqlen // sched.ring_size
+    hq, hkv = p.heads_q // u, p.heads_kv * sched.kv_repeat // u
+    heads_sharded = bd * block * (2 * hq + 2 * hkv) * e if u > 1 else 0  # q, k, v, out after the all-to-all
+    # while one tensor goes through `comm._seq_to_head`: its contiguous send buffer and the all-to-all's
+    # output, before the reshape copy that is kept (the largest is q's)
+    transient = 2 * bd * block * hq * e if u > 1 else 0
+    ring_kv = 3 * 2 * bd * block * hkv * e if sched.ring_size > 1 else 0  # block in hand, in flight, received
+    # float32 output accumulator (and dq, dK/dV sums): with a ring of one, a rank's one call covers every
+    # row and key, and `merge.OutputAccumulator` / `GradAccumulator` keep its results as they are
+    acc = bd * block * hq * 4 if sched.ring_size > 1 else 0
+    if backward:
+        acc += bd * block * hq * 4 + 5 * 2 * bd * block * hkv * 4 if sched.ring_size > 1 else 0
+        heads_sharded *= 2  # the gradients of the head-sharded tensors
+    return int(inputs + heads_sharded + transient + ring_kv + acc)
+
+
+def harness_memory(sched: Schedule, direction: str) -> int:
+    """Bytes `longca dist-run` holds on every rank besides the strategy (`cp.measure._sample`): the global
+    q, k, v it dispatches from and, for a backward, the global dout, and the buffer the timing loop zeroes
+    to flush the L2 cache (`timing.L2_FLUSH_BYTES`, kept once the process has timed anything, so in the
+    peak of every row but a process's first). A training step holds none of them, so
+    `peak_memory` (what `recommend` checks) leaves them out; a measured row's peak includes them. Where
+    every rank holds one run, the dispatched shards are views of these (`Layout.take`), which
+    `peak_memory` counts already: they are not counted twice."""
+    p = sched.problem
+    per_token = p.batch * p.head_dim * ELEMENT_BYTES[p.dtype]
+    heads = p.heads_q + 2 * p.heads_kv + (p.heads_q if direction != "fwd" else 0)
+    held = per_token * p.seqlen * heads
+    if all(len(runs) == 1 for runs in sched.layout.runs):
+        held -= per_token * (p.seqlen // p.world_size) * heads
+    return int(held + L2_FLUSH_BYTES)
+
+
+def simulate_mask(problem: Problem, mask, options: dict[str, Any], pricing: Pricing,
+                  registry: Optional[Registry] = None) -> dict[str, Any]:
+    """Figures of one mask draw: per-phase critical and mean times, compute, balance."""
+    return simulate_schedule(schedule_of(problem, mask, options, registry), mask.area, pricing)
+
+
+def simulate_schedule(sched: Schedule, area: float, pricing: Pricing) -> dict[str, Any]:
+    """`simulate_mask` of a schedule already built (to price one schedule with several kernels)."""
+    problem = sched.problem
+    if isinstance(sched, RingSchedule):
+        sim = _simulate_ring(sched, pricing, problem)
+    else:
+        sim = _simulate_gather(sched, pricing, problem)
+    out: dict[str, Any] = {"balance": balance_of(rank_totals(sched)), "measured_share": sim["measured_share"]}
+    for phase in ("fwd", "bwd"):
+        end, compute = sim[phase]
+        critical = int(np.argmax(end))
+        # repeated steps: a rank's next step meets the others in its first transfer, so every rank
+        # waits for the slowest (the measured rows' ms_max_rank and mean agree within 1 %)
+        mean = float(end.max()) if problem.world_size > 1 else float(end.mean())
+        out[phase] = {"ms_max": float(end.max()), "ms_mean": mean, "critical_rank": critical,
+                      "compute_ms": float(compute[critical]), "exposed_ms": float(end[critical] - compute[critical]),
+                      "peak_mem_bytes": peak_memory(sched, phase)}
+    out["area"] = area
+    return out
+
+
+def pricing_for(kernel: str, fits, topology: Topology, calibrated: bool = False,
+                call_overhead_ms: Optional[dict[str, float]] = None, merge_bytes: int = MERGE_BYTES) -> Pricing:
+    return Pricing(kernel_fit(fits, kernel, "fwd"), kernel_fit(fits, kernel, "bwd"), topology, calibrated,
+                   call_overhead_ms, merge_bytes)
+
+
+def default_pricing(kernel: str, topology: Topology, fit_path=None, results=None, calibrated: bool = False) -> Pricing:
+    """Pricing from the shipped fit file (or `fit_path`), kernels refitted from `results` rows if given."""
+    from .costmodel import fit_rows, load_fits, read_rows
+
+    fits, doc = load_fits(fit_path)
+    if results:
+        fits = {**fits, **fit_rows(read_rows(results))}
+    overhead = {k: float(v) for k, v in (doc.get("call_overhead_ms") or {}).items() if k in ("fwd", "bwd")}
+    return pricing_for(kernel, fits, topology, calibrated, overhead)
+
+
+def simulate(problem: Problem, options: dict[str, Any], pricing: Pricing, samples: int = 1,
+             registry: Optional[Registry] = None) -> ResultRow:
+    """A simulated result row (`simulated: true`) for `problem.direction`, with every figure in `sim`.
+
+    `ms_median` is the mean rank time and `tflops` TFLOP/s per GPU from it, as in measured CP
+    rows; `ms_max_rank` the critical rank's. Document masks: the median over `samples` draws.
+    """
+    registry = registry or get_registry()
+    row = new_row(problem, status="ok", strategy_options=dict(options), simulated=True)
+    row.case_id = f"sim-{row.case_id}"  # never taken for the measured row of the same case
+    try:
+        draws = samples if registry.mask(problem.mask).uses_documents else 1
+        results = [simulate_mask(problem, build_mask(problem, i, registry), options, pricing, registry)
+                   for i in range(max(1, draws))]
+    except UnsupportedError as exc:
+        row.status, row.reason = "unsupported", str(exc)
+        return row
+    phases = ("fwd", "bwd") if problem.direction == "fwdbwd" else (problem.direction,)
+    med = lambda f: float(np.median([f(r) for r in results]))  # noqa: E731
+    per_gpu = lambda r, ph: attention_flops(r["area"], problem.heads_q, problem.head_dim, problem.batch,  # noqa: E731
+                                            ph) / problem.world_size
+    area = float(np.mean([r["area"] for r in results]))
+    flops = attention_flops(area, problem.heads_q, problem.head_dim, problem.batch, problem.direction)
+    sim: dict[str, Any] = {"measured_share": med(lambda r: r["measured_share"]),
+                           "comm": "calibrated" if pricing.calibrated else f"preset {pricing.topology.name}",
+                           "gpus_per_node": pricing.topology.gpus_per_node, "fit_kernel": pricing.fwd.kernel}
+    for phase in ("fwd", "bwd"):
+        figures: dict[str, Any] = {key: med(lambda r, k=key: r[phase][k])
+                                   for key in ("ms_max", "ms_mean", "compute_ms", "exposed_ms")}
+        figures["critical_rank"] = int(results[0][phase]["critical_rank"])
+        figures["peak_mem_bytes"] = int(results[0][phase]["peak_mem_bytes"])
+        # as measured rows: the median over draws of each draw's own FLOPs / time
+        figures["tflops"] = med(lambda r: tflops(per_gpu(r, phase), r[phase]["ms_mean"]))
+        figures["tflops_slowest"] = med(lambda r: tflops(per_gpu(r, phase), r[phase]["ms_max"]))
+        sim[phase] = figures
+    total = lambda r, key: sum(r[p][key] for p in phases)  # noqa: E731
+    for name, value in dict(area=area, flops=flops, ms_median=med(lambda r: total(r, "ms_mean")),
+                            ms_max_rank=med(lambda r: total(r, "ms_max")), samples=len(results),
+                            tflops=med(lambda r: tflops(sum(per_gpu(r, p) for p in phases), total(r, "ms_mean"))),
+                            peak_mem_bytes=max(sim[p]["peak_mem_bytes"] for p in phases),
+                            balance=median_balance([r["balance"] for r in results]), sim=sim).items():
+        setattr(row, name, value)
+    return row
+
+
+def check_world(world: int) -> None:
+    if not 1 <= world <= 1024:
+        raise LongcaError(f"world size {world} is outside 1-1,024")
+
+
+def resolve_for(problem: Problem, options: dict[str, Any], gpus_per_node: int,
+                registry: Optional[Registry] = None) -> dict[str, Any]:
+    """The strategy's options as a torchrun launch on nodes of `gpus_per_node` would resolve them.
+
+    The defaults of USP and LoongTrain keep the all-to-all on one node through LOCAL_WORLD_SIZE.
+    """
+    import os
+
+    from longca_cp.measure import resolve
+
+    saved = os.environ.get("LOCAL_WORLD_SIZE")
+    os.environ["LOCAL_WORLD_SIZE"] = str(min(gpus_per_node, problem.world_size))
+    try:
+        return resolve(problem, options, registry)
+    finally:
+        if saved is None:
+            del os.environ["LOCAL_WORLD_SIZE"]
+        else:
+            os.environ["LOCAL_WORLD_SIZE"] = saved
+
+
+@dataclass
+class Grid:
+    """What `longca simulate` runs: strategies x world sizes for one mask, lengths and heads."""
+
+    strategies: list[str]
+    world_sizes: list[int]
+    mask: str
+    inner: str
+    heads_q: int
+    heads_kv: int
+    head_dim: int = 128
+    seqlen: Optional[int] = None  # global; or
+    seqlen_per_rank: Optional[int] = None
+    dtype: str = "bfloat16"
+    direction: str = "fwdbwd"
+    sampler: str = "auto"
+    seed: int = 0
+    batch: int = 1
+    samples: int = 3
+    options: Optional[dict[str, Any]] = None
+    sampler_params: Optional[dict[str, Any]] = None
+
+    def problems(self) -> list[Problem]:
+        out = []
+        for world in self.world_sizes:
+            check_world(world)
+            seqlen = self.seqlen if self.seqlen else (self.seqlen_per_rank or 0) * world
+            for strategy in self.strategies:
+                out.append(Problem(kernel=self.inner, mask=self.mask, seqlen=seqlen, heads_q=self.heads_q,
+                                   heads_kv=self.heads_kv, head_dim=self.head_dim, batch=self.batch,
+                                   dtype=self.dtype, direction=self.direction, device="cuda", sampler=self.sampler,
+                                   sampler_params=dict(self.sampler_params or {}), seed=self.seed,
+                                   strategy=strategy, world_size=world))
+        return out
+
+
+def simulate_grid(grid: Grid, pricing: Pricing, registry: Optional[Registry] = None) -> list[ResultRow]:
+    """One simulated row per (world size, strategy); options each strategy declares are passed to it."""
+    registry = registry or get_registry()
+    rows = []
+    for problem in grid.problems():
+        declared = registry.strategy(problem.strategy).options
+        given = {k: v for k, v in (grid.options or {}).items() if k in declared or len(grid.strategies) == 1}
+        options = resolve_for(problem, given, pricing.topology.gpus_per_node, registry)
+        rows.append(simulate(problem.with_(strategy_options=options), options, pricing, grid.samples, registry))
+    return rows

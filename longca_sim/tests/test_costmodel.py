@@ -1,0 +1,50 @@
+"""The kernel cost model's features and its rule for keeping the diagonal term."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from longca_sim.costmodel import NAMES, _select_fit, load_fits, slice_features
+from longca.masks import slices as sl
+
+
+def test_diagonal_row_blocks_count_only_slices_that_cross_a_diagonal():
+    slices = np.array([[0, 300, 0, 300, sl.CAUSAL], [300, 556, 300, 556, sl.FULL],
+                       [556, 812, 556, 812, sl.BI_CAUSAL]])
+    rows, padded, diagonal = slice_features(slices)
+    assert rows.tolist() == [3, 2, 2]
+    assert diagonal.tolist() == [3, 0, 4]  # a bi-causal slice crosses two diagonals
+    assert padded[1] == 2 * 2 * 128 * 128  # a full slice: whole tiles
+
+
+def _rows(diagonal_ms: float, n: int = 30) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = np.column_stack([np.ones(n), rng.uniform(1e3, 1e5, n), rng.uniform(1e8, 1e11, n), rng.uniform(0, 1e3, n),
+                         rng.uniform(0, 1e5, n)])
+    t = x @ np.array([0.02, 4e-5, 1.4e-9, 1e-4, diagonal_ms]) * rng.uniform(0.98, 1.02, n)
+    return x, t
+
+
+def test_the_diagonal_term_is_kept_only_where_it_predicts_left_out_rows_better():
+    kept, chosen = _select_fit(*_rows(diagonal_ms=4e-5))
+    assert kept[NAMES.index("diagonal_ms")] > 0
+    assert chosen["loo_median_err_pct_with_diagonal"] < chosen["loo_median_err_pct_without"]
+    dropped, chosen = _select_fit(*_rows(diagonal_ms=0.0))
+    assert dropped[NAMES.index("diagonal_ms")] == 0.0
+    assert chosen["loo_median_err_pct_with_diagonal"] >= chosen["loo_median_err_pct_without"]
+
+
+def test_a_fit_file_without_the_diagonal_term_still_loads(tmp_path):
+    fits, _ = load_fits()
+    doc = json.loads(json.dumps({"kernels": {k: {d: f.__dict__ for d, f in by.items()} for k, by in fits.items()}}))
+    for by in doc["kernels"].values():
+        for f in by.values():
+            f.pop("diagonal_ms"), f.pop("selection")
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(doc))
+    old, _ = load_fits(path)
+    assert old["fa2"]["fwd"].diagonal_ms == 0.0
+    assert old["fa2"]["fwd"].price(np.ones((1, len(NAMES)))).shape == (1,)
+    assert fits["fa2"]["fwd"].diagonal_ms == pytest.approx(fits["fa2"]["fwd"].coef[-1])

@@ -1,0 +1,138 @@
+"""The simulator: consistent with the kernel fit at one rank, fast at 1,024, topology rules, the CLI."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from longca_sim.costmodel import load_fits, pair_table, table_features
+from longca_cp.schedule import CommOp
+from longca_sim.simulate import Grid, default_pricing, resolve_for, simulate, simulate_grid
+from longca_sim.topology import preset
+from longca.problem import Problem, build_mask
+from longca_cli.main import app
+
+
+class _Done:
+    def __init__(self, result):
+        self.returncode, self.stdout, self.stderr = result.exit_code, result.stdout, result.stderr
+
+
+def _problem(strategy, world, mask="causal", per_rank=8192, direction="fwd"):
+    return Problem(kernel="fa3", mask=mask, seqlen=per_rank * world, heads_q=64, heads_kv=8, head_dim=128,
+                   direction=direction, device="cuda", strategy=strategy, world_size=world)
+
+
+def test_one_rank_is_the_kernel_alone():
+    pricing = default_pricing("fa3", preset("h200-sxm"))
+    problem = _problem("ring-p2p", 1)
+    row = simulate(problem, resolve_for(problem, {}, 8), pricing)
+    mask = build_mask(problem, 0)
+    alone = pricing.fwd.price(table_features(pair_table(mask.slices, [(0, 8192)], [(0, 8192)]), 64)).sum()
+    assert row["simulated"] and row["status"] == "ok"
+    assert row["ms_median"] == pytest.approx(alone)
+
+
+def test_a_1024_rank_ring_is_simulated_with_exact_balance():
+    pricing = default_pricing("fa3", preset("h200-sxm"))
+    problem = _problem("ring-p2p", 1024, per_rank=4096)
+    row = simulate(problem, resolve_for(problem, {}, 8), pricing)
+    assert row["status"] == "ok" and row["balance"]["calls_total"] > 1024 * 1000
+    assert row["balance"]["imbalance_pct"] < 0.5  # zigzag on causal
+    assert 0 < row["tflops"] < 1000
+
+
+def test_refusals_and_node_rules():
+    pricing = default_pricing("fa3", preset("h200-sxm"))
+    rows = simulate_grid(Grid(["ulysses", "usp"], [96], "full", "fa3", 64, 8, seqlen_per_rank=1024, samples=1), pricing)
+    assert rows[0]["status"] == "unsupported" and "96" in rows[0]["reason"]
+    assert rows[1]["status"] == "ok" and rows[1]["strategy_options"]["ulysses_degree"] <= 8  # stays on a node
+    topo = preset("h200-sxm")
+    near, far = CommOp("fwd", "p2p", "k,v", 10**8, (0, 1)), CommOp("fwd", "p2p", "k,v", 10**8, (7, 8))
+    assert topo.op_ms(far) > 5 * topo.op_ms(near)
+    spans = CommOp("fwd", "all_to_all", "q", 10**8, tuple(range(16)))
+    assert topo.op_ms(spans) > topo.op_ms(CommOp("fwd", "all_to_all", "q", 10**8, tuple(range(8))))
+    faster = topo.override(figures={"inter.p2p.bandwidth_gbs": 400})
+    assert faster.op_ms(far) < topo.op_ms(far)
+
+
+def test_fit_file_has_every_inner_kernel_with_rows():
+    fits, doc = load_fits()
+    assert {"fa2", "fa3"} <= set(fits) and doc["call_overhead_ms"]["fwd"] > 0
+    assert fits["fa3"]["fwd"].median_err_pct < 15
+
+
+def test_simulate_cli(tmp_path):
+    calib = tmp_path / "calib.json"
+    calib.write_text(json.dumps({"machine": "test", "intra": {"p2p": {"bandwidth_gbs": 1.0, "latency_us": 5}}}))
+    run = lambda *a: _Done(CliRunner().invoke(app, ["simulate", *a]))  # noqa: E731
+    out = run("--world-sizes", "8,16", "--mask", "causal", "--seqlen-per-rank", "4k", "--heads", "64:8")
+    assert out.returncode == 0, out.stderr
+    for name in ("ulysses", "ring-p2p", "ring-allgather", "usp", "loongtrain"):
+        assert name in out.stdout
+    slow = run("--strategy", "ring-p2p", "--world-sizes", "8", "--seqlen-per-rank", "4k", "--calibration", str(calib),
+               "--format", "json")
+    fast = run("--strategy", "ring-p2p", "--world-sizes", "8", "--seqlen-per-rank", "4k", "--format", "json")
+    assert json.loads(slow.stdout)[0]["ms_median"] > json.loads(fast.stdout)[0]["ms_median"]
+    bad = run("--world-sizes", "2048", "--seqlen-per-rank", "1k")
+    assert bad.returncode == 2 and "1,024" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_recommend_ranks_marks_ties_and_refusals():
+    out = _Done(CliRunner().invoke(app, ["recommend", "--mask", "causal_document", "--seqlen", "64k", "--gpus", "16",
+                                         "--gpus-per-node", "8", "--heads", "64:8", "--samples", "1",
+                                         "--format", "json"]))
+    assert out.returncode == 0, out.stderr
+    lines = json.loads(out.stdout)
+    ok = [ln for ln in lines if ln["status"] == "ok"]
+    assert [ln["rank"] for ln in ok] == list(range(1, len(ok) + 1))
+    assert all(a["step_ms"] <= b["step_ms"] for a, b in zip(ok, ok[1:]))
+    assert {ln["strategy"] for ln in ok} == {"ulysses", "ring-p2p", "ring-allgather", "usp", "loongtrain"}
+    for ln in ok[1:]:
+        assert ln["near_tie_with_best"] == (ln["step_ms"] <= ok[0]["step_ms"] * (1 + max(
+            ok[0]["model_error_pct"], ln["model_error_pct"]) / 100))
+    refused = {ln["kernel"]: ln["reason"] for ln in lines if ln["status"] != "ok"}
+    assert "no measured one-GPU rows" in refused["reference"]
+    assert all(ln["basis"] == "model" for ln in ok)
+
+
+def test_comm_bench_writes_a_calibration_the_simulator_reads(tmp_path):
+    calib = tmp_path / "calib.json"
+    out = subprocess.run([sys.executable, "-m", "longca_cli.main", "comm-bench", "--nproc", "2", "--backend", "gloo",
+                          "--device", "cpu", "--sizes", "64k,256k", "--repeat", "2", "--output", str(calib)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(calib.read_text())
+    assert set(doc["intra"]) == {"all_to_all", "all_gather", "reduce_scatter", "p2p"}
+    assert all(v["bandwidth_gbs"] > 0 for v in doc["intra"].values()) and len(doc["measurements"]) == 8
+    topo = preset("h200-sxm").with_calibration(calib)
+    assert topo.intra["p2p"].bandwidth_gbs == pytest.approx(doc["intra"]["p2p"]["bandwidth_gbs"])
+    assert topo.inter == preset("h200-sxm").inter and topo.gpus_per_node == 8
+
+
+def test_what_dist_run_holds_besides_the_strategy():
+    from longca_cp.accounting import schedule_of
+    from longca_sim.simulate import harness_memory
+    from longca.timing import L2_FLUSH_BYTES
+
+    token = 128 * 2  # d128, bf16, per head
+    for strategy, options, views in (("ulysses", {}, True), ("ring-p2p", {"layout": "zigzag"}, False)):
+        problem = _problem(strategy, 2, direction="bwd")
+        sched = schedule_of(problem, build_mask(problem, 0), options)
+        held = 16384 * (64 + 16 + 64) * token  # global q, k, v, dout
+        if views:  # a contiguous shard is a view of the global tensor, counted in the strategy's own figure
+            held -= 8192 * (64 + 16 + 64) * token
+        assert harness_memory(sched, "bwd") == held + L2_FLUSH_BYTES
+
+
+def test_doc_zigzag_balances_documents_in_one_call_a_step():
+    pricing = default_pricing("fa3", preset("h100-sxm"))
+    rows = {}
+    for layout in ("zigzag", "doc_zigzag"):
+        problem = _problem("ring-p2p", 8, mask="causal_document").with_(sampler="prolong64k")
+        rows[layout] = simulate(problem, {"layout": layout}, pricing)
+    assert rows["doc_zigzag"]["balance"]["imbalance_pct"] < 2 < rows["zigzag"]["balance"]["imbalance_pct"]
+    assert rows["doc_zigzag"]["balance"]["calls_max"] == 8  # one varlen call for each of the 8 steps
