@@ -17,7 +17,7 @@ install:
 	# core as a path entry (compat): its regular package `longca` then wins over a checkout folder
 	# named longca in the current directory, which Python would otherwise import as a namespace
 	$(PIP) install --config-settings editable_mode=compat -e core
-	$(PIP) install -e longca_cp -e longca_sim -e longca_cli $(foreach p,$(PLUGINS),-e $(p))
+	$(PIP) install -e longca_flashplan -e longca_cp -e longca_sim -e longca_cli $(foreach p,$(PLUGINS),-e $(p))
 
 test:
 	OMP_NUM_THREADS=1 $(PYTHON) -m pytest -q
@@ -27,7 +27,7 @@ lint:  # ruff and mypy at the versions CI pins (.ci/run); both must report nothi
 	$(PYTHON) -m mypy  # the paths in pyproject.toml's [tool.mypy]; about 40 s on 2 cores, seconds when cached
 
 wheels:  # every distribution's wheel into dist/ (for pip install --find-links dist ...)
-	$(PIP) wheel --no-deps --no-build-isolation --wheel-dir dist ./core ./longca_cp ./longca_sim ./longca_cli $(addprefix ./,$(PLUGINS))
+	$(PIP) wheel --no-deps --no-build-isolation --wheel-dir dist ./core ./longca_flashplan ./longca_cp ./longca_sim ./longca_cli $(addprefix ./,$(PLUGINS))
 
 test-gpu:
 	$(PYTHON) -m pytest -q -m "longca_gpu or gpu"

@@ -99,8 +99,8 @@ def test_installed_third_party_static_mask_is_static_claimed_and_checked(tmp_pat
 
 def test_a_run_builds_each_mask_draw_once():
     """supports_mask and prepare see the mask the run built: 3 samples, 3 builds, 3 plans."""
-    from longca.flashplan import kernel as flashplan_kernel
-    from longca.flashplan.plan import any_window
+    from longca_flashplan import kernel as flashplan_kernel
+    from longca_flashplan.plan import any_window
 
     from dataclasses import replace
 

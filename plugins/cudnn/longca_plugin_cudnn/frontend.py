@@ -2,7 +2,7 @@
 
 Why: torch's varlen cuDNN ops rebuild the cuDNN graph on every call
 (https://github.com/pytorch/pytorch/pull/191576) and its explicit-lse cuDNN backward gave wrong
-gradients (see hooks.BACKWARD_REASON). Here the core planner (`longca.flashplan`) turns the mask
+gradients (see hooks.BACKWARD_REASON). Here the core planner (`longca_flashplan`) turns the mask
 into calls (rectangles with a bottom-right FlashAttention window, several per call for
 documents), and every call runs as one graph of nvidia-cudnn-frontend (`graphs.py`):
 
@@ -29,8 +29,8 @@ from typing import Optional
 
 import numpy as np
 import torch
-from longca.flashplan.executor import CallArgs, lse_primitives, resolve_scale
-from longca.flashplan.kernel import Prepared, gpu_reason, make_prepare_run, plan_for
+from longca_flashplan.executor import CallArgs, lse_primitives, resolve_scale
+from longca_flashplan.kernel import Prepared, gpu_reason, make_prepare_run, plan_for
 
 from .graphs import CudnnGraphs, GraphSpec, packed_strides
 

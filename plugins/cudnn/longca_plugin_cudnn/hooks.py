@@ -20,10 +20,10 @@ from typing import Any, Optional
 from longca.runinfo import installed_version
 from longca import hookimpl
 from longca.specs import KernelSpec
-from longca.flashplan.executor import CallArgs, ExecCall, lse_primitives
-from longca.flashplan.kernel import gpu_reason
-from longca.flashplan.kernel import FA_MASKS, head_dim_reason, make_prepare_run, plan_reason
-from longca.flashplan.plan import full_or_square_causal
+from longca_flashplan.executor import CallArgs, ExecCall, lse_primitives
+from longca_flashplan.kernel import gpu_reason
+from longca_flashplan.kernel import FA_MASKS, head_dim_reason, make_prepare_run, plan_reason
+from longca_flashplan.plan import full_or_square_causal
 
 from . import frontend
 

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 import torch
-from longca.flashplan.kernel import plan_reason
-from longca.flashplan.plan import full_or_square_causal
+from longca_flashplan.kernel import plan_reason
+from longca_flashplan.plan import full_or_square_causal
 from longca.inventory import kernel_rows
 from longca.masks.catalog import STATIC_MASKS
 from longca.plugins import get_registry

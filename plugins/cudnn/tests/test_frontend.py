@@ -11,9 +11,9 @@ import torch
 from longca import reference
 from longca.measure import rel_err
 from longca.testing.compare import assert_close
-from longca.flashplan.emulated import window_slices
-from longca.flashplan.executor import CallArgs, lse_primitives
-from longca.flashplan.kernel import plan_reason
+from longca_flashplan.emulated import window_slices
+from longca_flashplan.executor import CallArgs, lse_primitives
+from longca_flashplan.kernel import plan_reason
 from longca.plugins import get_registry
 from longca.masks import slices as sl
 from longca.masks.catalog import STATIC_MASKS

@@ -8,7 +8,7 @@ import pytest
 import torch
 from longca import reference
 from longca.measure import RunOptions, rel_err, run_problem
-from longca.flashplan.executor import run_forward
+from longca_flashplan.executor import run_forward
 from longca.masks.catalog import STATIC_MASKS
 from longca.problem import Problem, build_mask, make_inputs
 

@@ -17,8 +17,8 @@ import inspect
 import os
 from typing import Any, Optional
 
-from longca.flashplan.executor import CallArgs, ExecCall
-from longca.flashplan.plan import any_window
+from longca_flashplan.executor import CallArgs, ExecCall
+from longca_flashplan.plan import any_window
 
 ENV_BACKEND = "LONGCA_FA2_BACKEND"  # "flash_attn" or "torch": force one implementation
 

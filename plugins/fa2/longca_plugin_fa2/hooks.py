@@ -12,9 +12,9 @@ from longca.runinfo import installed_version
 from longca import hookimpl
 from longca.specs import KernelSpec
 
-from longca.flashplan.executor import lse_primitives
-from longca.flashplan.kernel import FA_MASKS, gpu_reason, head_dim_reason, make_prepare_run, plan_reason
-from longca.flashplan.plan import any_window
+from longca_flashplan.executor import lse_primitives
+from longca_flashplan.kernel import FA_MASKS, gpu_reason, head_dim_reason, make_prepare_run, plan_reason
+from longca_flashplan.plan import any_window
 
 from . import backends
 

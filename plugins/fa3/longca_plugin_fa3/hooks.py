@@ -14,10 +14,10 @@ from typing import Optional
 from longca.runinfo import installed_version
 from longca import hookimpl
 from longca.specs import KernelSpec
-from longca.flashplan.executor import CallArgs, ExecCall, lse_primitives
-from longca.flashplan.kernel import gpu_reason
-from longca.flashplan.kernel import FA_MASKS, head_dim_reason, make_prepare_run, plan_reason
-from longca.flashplan.plan import any_window
+from longca_flashplan.executor import CallArgs, ExecCall, lse_primitives
+from longca_flashplan.kernel import gpu_reason
+from longca_flashplan.kernel import FA_MASKS, head_dim_reason, make_prepare_run, plan_reason
+from longca_flashplan.plan import any_window
 
 
 class FA3:
@@ -102,7 +102,7 @@ def build_reason(problem, flags: dict, mask=None) -> Optional[str]:
     elif problem.direction != "fwd" and off("BACKWARD"):
         what = "the backward"
     elif (off("LOCAL") or off("VARLEN")) and mask is not False:
-        from longca.flashplan.kernel import cached_plan
+        from longca_flashplan.kernel import cached_plan
         from longca.problem import build_mask
 
         mask = mask if mask is not None else build_mask(problem)

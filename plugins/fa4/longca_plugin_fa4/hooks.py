@@ -13,10 +13,10 @@ from typing import Optional
 from longca.runinfo import installed_version
 from longca import hookimpl
 from longca.specs import KernelSpec
-from longca.flashplan.executor import CallArgs, ExecCall, lse_primitives
-from longca.flashplan.kernel import gpu_reason
-from longca.flashplan.kernel import FA_MASKS, head_dim_reason, make_prepare_run, plan_reason
-from longca.flashplan.plan import any_window
+from longca_flashplan.executor import CallArgs, ExecCall, lse_primitives
+from longca_flashplan.kernel import gpu_reason
+from longca_flashplan.kernel import FA_MASKS, head_dim_reason, make_prepare_run, plan_reason
+from longca_flashplan.plan import any_window
 
 
 def _window(args: CallArgs):

@@ -20,8 +20,8 @@ from typing import Optional, Protocol
 import numpy as np
 import torch
 
-from ..autograd import lse_attention
-from ..lru import SlicesCache
+from longca.autograd import lse_attention
+from longca.lru import SlicesCache
 from .plan import Plan, WindowCheck, any_window, make_plan
 
 
