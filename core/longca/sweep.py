@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterator, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from . import integrity, peaks
 from .measure import RunOptions, check_device
 from .errors import LongcaError
 from .plugins import Registry, get_registry
@@ -271,7 +272,8 @@ def _run_into(folder: Optional[OutputFolder], path: Path, spec: SweepSpec, resum
     done = writer.done_ids() if resume else set()
     extra: dict[str, Any] = {"spec": spec.model_dump()}
     if spec.measure_peak:
-        extra["matmul_peak_tflops"] = measure_matmul_peak(spec.device)
+        extra.update(peaks.run_peaks(spec.device, spec.dtypes))
+    gpu = peaks.gpu_name(spec.device)
     if lead:
         record_run(path, extra, registry)
     options = RunOptions(warmup=spec.warmup, repeat=spec.repeat, samples=spec.samples, check=spec.check)
@@ -280,7 +282,7 @@ def _run_into(folder: Optional[OutputFolder], path: Path, spec: SweepSpec, resum
     pending: list[Problem] = []  # CP cases of one world size, measured together in one process group
 
     def record(problem: Problem, row: ResultRow) -> None:
-        row.matmul_peak_tflops = extra.get("matmul_peak_tflops")  # this run's peak: resumed folders mix runs
+        integrity.stamp(row, extra, gpu)  # this run's peaks (resumed folders mix runs), then the gate
         if lead:
             writer.append(row)
         rows.append(row)
