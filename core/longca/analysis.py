@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
-from . import integrity, peaks
+from . import gpustate, integrity, peaks
 from .errors import LongcaError
 from .results import is_unavailable, read_results
 from .runinfo import read_runs
@@ -388,6 +388,17 @@ def _peaks_text(measured: Any) -> Optional[str]:
 
     return ", ".join(f"{dtype} {num(entry['tflops'])} at {peaks.shape_label(entry)}"
                      for dtype, entry in measured.items() if isinstance(entry, dict) and entry.get("tflops"))
+
+
+def gpu_states(rows: list[Row]) -> list[dict[str, Any]]:
+    """Per results folder: the GPU readings of its rows in brief (`longca.gpustate.summary`), with
+    the warnings (clocks moved > 2 %, throttling); folders whose rows carry none are left out."""
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        for key in ("gpu_state_before", "gpu_state_after"):
+            if isinstance(r.get(key), dict):
+                by_source.setdefault(str(r.get("source")), []).append(r[key])
+    return [{"results": source, **gpustate.summary(readings)} for source, readings in by_source.items()]
 
 
 def _cudnn_version(value: Any) -> Optional[str]:

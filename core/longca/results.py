@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from .problem import Problem
 
 # 2: checked, sampler_params, iter_times_ms, phase, failed_rank, balance; status timeout
-# 3: status suspect, gpu, matmul_peak_shape, datasheet_peak_tflops
+# 3: status suspect, gpu, matmul_peak_shape, datasheet_peak_tflops, gpu_state_before/after
 SCHEMA_VERSION = 3
 STATUSES = ("ok", "unsupported", "oom", "error", "incorrect", "timeout", "suspect")
 Status = Literal["ok", "unsupported", "oom", "error", "incorrect", "timeout", "suspect"]
@@ -82,6 +82,9 @@ class ResultRow(BaseModel):
     matmul_peak_shape: Optional[str] = None  # the shape that gave it ("16384³"); None: a single-shape peak
     gpu: Optional[str] = None  # torch.cuda.get_device_name; None on a CPU
     datasheet_peak_tflops: Optional[float] = None  # the GPU model's dense datasheet figure (longca.peaks)
+    # NVML readings when the timed calls started and ended (longca.gpustate); {"unknown": why} without NVML
+    gpu_state_before: Optional[dict[str, Any]] = None
+    gpu_state_after: Optional[dict[str, Any]] = None
 
     # read access by field name, for code that treats rows as mappings
     def __getitem__(self, name: str) -> Any:

@@ -57,12 +57,19 @@ def default_timeout(problem: Problem, options: RunOptions) -> float:
 def _serve(conn, parent_pid: int, environ: dict[str, str]) -> None:
     """Worker: answer each ("case", problem fields, options) with ("row", row) or ("input", message)."""
     procs.become_worker(parent_pid, environ)
-    from . import measure
+    from . import gpustate, measure
 
-    measure.set_phase_listener(lambda name: conn.send(("phase", name)))
     for _, fields, options in procs.requests(conn):
+        problem = Problem(**fields)
+        recorder = gpustate.Recorder(problem.device)  # the GPU's clocks, power, throttling around the timing
+
+        def heard(name: str, recorder: gpustate.Recorder = recorder) -> None:
+            recorder.on_phase(name)
+            conn.send(("phase", name))
+
+        measure.set_phase_listener(heard)
         try:
-            row = measure.run_problem(Problem(**fields), RunOptions(**options))
+            row = recorder.finish(measure.run_problem(problem, RunOptions(**options)))
             conn.send(("row", row.model_dump()))
         except LongcaError as exc:
             conn.send(("input", str(exc)))

@@ -99,6 +99,7 @@ def header(results: Results) -> list[str]:
                          [[_plain(e.get(c)) for c in cols] for e in envs])
     out += peak_lines(results, envs)
     out += suspect_lines(rows)
+    out += gpu_state_lines(rows)
     proto = analysis.protocol(results)
     if proto:
         out.append("## Protocol\n")
@@ -141,6 +142,34 @@ def peak_lines(results: Results, envs: list[dict[str, Any]]) -> list[str]:
         out.append(f"**{OF_SHEET}**: the fastest cell over the GPU model's dense (not sparse) datasheet figure: "
                    + "; ".join(f"{gpu} {dtype} {value:g} TFLOP/s" for gpu, dtype, value in sheets)
                    + " (sources: `longca.peaks.DATASHEET`).\n")
+    return out
+
+
+def gpu_state_lines(rows: list[Row]) -> list[str]:
+    """The GPU's clocks, temperature, power and throttling during the timed calls, per run, and a
+    warning where they moved; `unknown` where NVML could not be read."""
+    states = analysis.gpu_states(rows)
+    if not states:
+        return []
+
+    def span(pair: Any) -> str:
+        return "unknown" if not pair else f"{pair[0]:.0f}" if pair[0] == pair[1] else f"{pair[0]:.0f}-{pair[1]:.0f}"
+
+    def value(v: Any, unit: str) -> str:
+        return "unknown" if v is None else f"{v:.0f} {unit}"
+
+    out = ["## GPU state\n", "NVML readings when each case's timed calls started and ended (`gpu_state_before`, "
+           "`gpu_state_after`); how to lock clocks for a publication run: docs/reading-results.md.\n"]
+    out += _md_table(["results", "readings", "SM clock (MHz)", "memory clock (MHz)", "max temperature",
+                      "max power", "power limit", "throttle reasons"],
+                     [[s["results"], str(s["readings"]), span(s["sm_clock_mhz"]), span(s["mem_clock_mhz"]),
+                       value(s["temp_c_max"], "C"), value(s["power_w_max"], "W"), value(s["power_limit_w"], "W"),
+                       ", ".join(s["throttle"]) or ("unknown" if s["unknown"] else "none")] for s in states])
+    for s in states:
+        if s["unknown"]:
+            out.append(f"GPU state of {s['results']}: unknown ({'; '.join(s['unknown'])}).\n")
+        for warning in s["warnings"]:
+            out.append(f"**Warning** ({s['results']}): {warning}; its rows do not compare at one clock.\n")
     return out
 
 
