@@ -63,3 +63,14 @@ def gate(row: Any) -> bool:
     else:
         row.status, row.reason = "suspect", reason
     return True
+
+
+def caveat_of(problem: Any, registry: Any = None) -> Optional[str]:
+    """The kernel's `caveat(problem)`: what its row must say beside its number, or None."""
+    from .plugins import get_registry
+
+    try:
+        spec = (registry or get_registry()).kernel(problem.kernel)
+        return spec.caveat(problem) if spec.caveat else None
+    except Exception as exc:  # noqa: BLE001 - a raising caveat is itself worth saying
+        return f"caveat() raised {type(exc).__name__}: {exc}"

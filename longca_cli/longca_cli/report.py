@@ -16,13 +16,15 @@ UNCHECKED = "†"
 OF_PEAK = "of matmul peak"  # over the run's measured best matmul
 OF_SHEET = "of datasheet"  # over the GPU model's dense datasheet figure
 SIMULATED = "~"
+CAVEAT = "‡"
 LEGEND = ("unsup = unsupported (reason in the CSV), n/a = the kernel's library was not installed in that run, "
           "oom = out of memory, err = error, wrong = failed the correctness check, timeout = killed after its "
           "time limit, suspect = faster than the datasheet or over 5 % above the run's matmul peak (not a result; "
           "reason in the CSV and above), "
           f"empty = not run; `±N%` = half the p20-p80 range of the times over the median, shown "
           f"where p80/p20 > {analysis.SPREAD_SHOWN}; `{SIMULATED}` and `(sim)` = simulated, not measured; "
-          f"`{UNCHECKED}` = not checked against the reference.")
+          f"`{UNCHECKED}` = not checked against the reference; `{CAVEAT}` = the row carries a caveat (its `caveat` "
+          f"field, listed under **Caveats** above): read the number with it.")
 
 
 def _num(value: float) -> str:
@@ -38,6 +40,8 @@ def _value_cell(row: Row, text: str, mark_unchecked: bool) -> str:
     s = analysis.spread(row)
     if s is not None and s > analysis.SPREAD_SHOWN:
         text += f" ±{(s - 1) / 2 * 100:.0f}%"
+    if row.get("caveat"):
+        text += CAVEAT
     if analysis.is_simulated(row):
         text = SIMULATED + text
     elif mark_unchecked and analysis.is_unchecked(row):
@@ -99,6 +103,7 @@ def header(results: Results) -> list[str]:
                          [[_plain(e.get(c)) for c in cols] for e in envs])
     out += peak_lines(results, envs)
     out += suspect_lines(rows)
+    out += caveat_lines(rows)
     out += gpu_state_lines(rows)
     proto = analysis.protocol(results)
     if proto:
@@ -171,6 +176,19 @@ def gpu_state_lines(rows: list[Row]) -> list[str]:
         for warning in s["warnings"]:
             out.append(f"**Warning** ({s['results']}): {warning}; its rows do not compare at one clock.\n")
     return out
+
+
+def caveat_lines(rows: list[Row]) -> list[str]:
+    """Each column's caveats (a fallback path, ...): its cells are marked with CAVEAT."""
+    seen: dict[tuple[str, str], int] = {}
+    for r in rows:
+        if r.get("caveat"):
+            key = (r.get("column") or analysis.base_label(r), str(r["caveat"]))
+            seen[key] = seen.get(key, 0) + 1
+    if not seen:
+        return []
+    return [f"**Caveats** (cells marked `{CAVEAT}`): " + "; ".join(f"{column} ({n} rows): {text}"
+                                                               for (column, text), n in seen.items()) + "\n"]
 
 
 def suspect_lines(rows: list[Row]) -> list[str]:
