@@ -15,7 +15,7 @@ import time
 from dataclasses import asdict
 from typing import Any, Callable, Optional
 
-from . import procs
+from . import procs, warnlog
 from .errors import LongcaError
 from .flops import SLOW_RATE, attention_flops
 from .measure import RunOptions
@@ -57,6 +57,7 @@ def default_timeout(problem: Problem, options: RunOptions) -> float:
 def _serve(conn, parent_pid: int, environ: dict[str, str]) -> None:
     """Worker: answer each ("case", problem fields, options) with ("row", row) or ("input", message)."""
     procs.become_worker(parent_pid, environ)
+    warnlog.from_env()  # library warnings to the run's log file, where the parent asked for one
     for _, fields, options in procs.requests(conn):
         try:
             row = measure_case(Problem(**fields), RunOptions(**options), lambda name: conn.send(("phase", name)))
