@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from .problem import Problem
 
 # 2: checked, sampler_params, iter_times_ms, phase, failed_rank, balance; status timeout
-# 3: status suspect, gpu, matmul_peak_shape, datasheet_peak_tflops, gpu_state_before/after, caveat
+# 3: status suspect, gpu, matmul_peak_shape, datasheet_peak_tflops, gpu_state_before/after, caveat, timing
 SCHEMA_VERSION = 3
 STATUSES = ("ok", "unsupported", "oom", "error", "incorrect", "timeout", "suspect")
 Status = Literal["ok", "unsupported", "oom", "error", "incorrect", "timeout", "suspect"]
@@ -85,6 +85,7 @@ class ResultRow(BaseModel):
     # NVML readings when the timed calls started and ended (longca.gpustate); {"unknown": why} without NVML
     gpu_state_before: Optional[dict[str, Any]] = None
     gpu_state_after: Optional[dict[str, Any]] = None
+    timing: Optional[str] = None  # events, cuda_graph or profiler (longca.timing); None: events (older rows)
     caveat: Optional[str] = None  # what the number must be read with (KernelSpec.caveat: a slow fallback path)
 
     # read access by field name, for code that treats rows as mappings

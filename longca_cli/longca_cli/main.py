@@ -180,6 +180,8 @@ def run(
     check: bool = typer.Option(False, "--check/--no-check", help="compare with the float32 reference"),
     output: Optional[Path] = typer.Option(None, help="also append the row to OUTPUT/results.jsonl"),
     timeout: Optional[float] = typer.Option(None, help="seconds the case may take (default: scaled with its FLOPs)"),
+    timing: str = typer.Option("events", help="events (CUDA events, L2 flushed), cuda_graph (replays of one "
+                                              "capture, CUDA only) or profiler (device kernel time)"),
     fmt: str = FormatOpt,
 ) -> None:
     """Measure one case given by flags, in a worker process bounded by --timeout."""
@@ -197,7 +199,10 @@ def run(
                       device=device or default_device(), sampler=sampler, seed=seed,
                       mask_params=parse_params(mask_param, "--mask-param"),
                       sampler_params=parse_params(sampler_param, "--sampler-param"))
-    options = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check)
+    from longca.timing import check_timing
+
+    check_timing(timing, problem.device)
+    options = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check, timing=timing)
     big = False
     if problem.device_type == "cpu":  # names checked first: a warning must not precede a refusal
         from longca.problem import build_mask

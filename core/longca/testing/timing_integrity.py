@@ -50,12 +50,13 @@ def timer_tampering() -> list[str]:
     if timing.time is not clock:
         problems.append("longca.timing.time is not the time module")
     longca_timing = os.path.abspath(inspect.getfile(timing))
-    for name in ("time_ms", "time_interleaved", "host_ms", "synchronize", "_flush"):
+    for name in ("time_ms", "time_interleaved", "time_graph_ms", "time_profiler_ms", "time_by_mode", "host_ms",
+                 "synchronize", "_flush"):
         fn = getattr(timing, name)
         if getattr(getattr(fn, "__code__", None), "co_filename", None) is None \
                 or os.path.abspath(fn.__code__.co_filename) != longca_timing:
             problems.append(f"longca.timing.{name} is replaced ({fn!r})")
-    for name in ("time_ms", "host_ms"):
+    for name in ("time_by_mode", "host_ms"):
         if getattr(measure, name) is not getattr(timing, name):
             problems.append(f"longca.measure.{name} is not longca.timing.{name}")
     torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
