@@ -62,13 +62,13 @@ def test_report_header_cells_and_columns(tmp_path):
     text = (tmp_path / "rep" / "report.md").read_text()
     assert "**TFLOP/s, higher is better**" in text
     assert "| run1 | 2026-11-29T10:00:00+00:00 | NVIDIA H200 | 580.1 | 2.11.0+cu130 | 13.0 | 9.19.0 |" in text
-    assert "abcdef1234" in text and "**Peak used**" in text and "(700-700 TFLOP/s here)" in text
+    assert "abcdef1234" in text and "**of matmul peak**" in text and "(700-700 TFLOP/s here" in text
     assert "| run1 | 3 | 10 | 2 | False | 256 MiB zeroed before each timed call | auto |" in text
     fwd = text[text.index("### fwd, heads 64:8, head_dim 128, bfloat16\n"):]
     header = next(line for line in fwd.splitlines() if line.startswith("| mask"))
     assert header == ("| mask | seqlen | cudnn [cudnn-frontend] | cudnn [torch] | fa2 | fa3 | fa4 | flex | sdpa "
-                      "| torch | fastest | of peak |")
-    assert "| causal | 8k | 500.0 |  |  | 600.0 ±15% | n/a | unsup | 300.0† | oom | fa3 | 86% |" in fwd
+                      "| torch | fastest | of matmul peak | of datasheet |")
+    assert "| causal | 8k | 500.0 |  |  | 600.0 ±15% | n/a | unsup | 300.0† | oom | fa3 | 86% | 61% |" in fwd
     assert "| causal | 16k |  | 200.0 |" in fwd
     # CP: measured and simulated side by side; a tiny efficiency keeps its digits
     assert "| ulysses/fa2 | causal | 4k | 350.0 | 0.0034 (1.2) |" in text

@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
+from . import gpustate, integrity, peaks
 from .errors import LongcaError
 from .results import is_unavailable, read_results
 from .runinfo import read_runs
 
 # how a cell without a number reads; `n/a` = the kernel's library was not installed in that run
-STATUS_SHORT = {"unsupported": "unsup", "oom": "oom", "error": "err", "incorrect": "wrong", "timeout": "timeout"}
+STATUS_SHORT = {"unsupported": "unsup", "oom": "oom", "error": "err", "incorrect": "wrong", "timeout": "timeout",
+                "suspect": "suspect"}
 SPREAD_SHOWN = 1.1  # markdown shows a ± where p80/p20 of the times is above this
 
 Row = dict[str, Any]
@@ -104,6 +106,7 @@ def load(*paths: Path | str) -> Results:
         runs += [Run(label, file.parent, rec) for rec in records]
         folder_peak = next((rec.get("matmul_peak_tflops") for rec in reversed(records)
                             if isinstance(rec.get("matmul_peak_tflops"), (int, float))), None)
+        folder_gpu = next((rec.get("gpu") for rec in reversed(records) if rec.get("gpu")), None)
         read = read_results(file)
         unreadable += [f"{file} line {n}: {why}" for n, why in read.bad_lines]
         for typed in read.rows:
@@ -113,11 +116,23 @@ def load(*paths: Path | str) -> Results:
             for row in [typed.as_dict(), *phases]:
                 key = case_key(row)
                 by_case.pop(key, None)  # the newest row goes last, as if the case had been measured then
-                by_case[key] = {**row, "source": label,
-                                "matmul_peak_tflops": row.get("matmul_peak_tflops") or folder_peak}
+                by_case[key] = _checked_row({**row, "source": label,
+                                             "matmul_peak_tflops": row.get("matmul_peak_tflops") or folder_peak},
+                                            folder_gpu)
     rows = list(by_case.values())
     _label_columns(rows)
     return Results(rows, runs, total + derived - len(rows), unreadable)
+
+
+def _checked_row(row: Row, folder_gpu: Optional[str]) -> Row:
+    """A loaded row with its GPU (from its run where the row predates the field), the datasheet
+    peak of that GPU and dtype, and the plausibility gate applied (rows written before the gate)."""
+    if str(row.get("device") or "").startswith("cuda"):
+        row["gpu"] = row.get("gpu") or folder_gpu
+        if row.get("datasheet_peak_tflops") is None:
+            row.update(integrity.datasheet_fields(row.get("gpu"), row["dtype"]))
+    integrity.gate(row)
+    return row
 
 
 def _simulated_phases(row: Row) -> list[Row]:
@@ -212,6 +227,17 @@ def of_peak(row: Row) -> Optional[float]:
     return tflops / peak if peak and tflops else None
 
 
+def of_datasheet(row: Row) -> Optional[float]:
+    """TFLOP/s over the GPU model's dense datasheet peak for the row's dtype (`longca.peaks`)."""
+    sheet, tflops = row.get("datasheet_peak_tflops"), row.get("tflops")
+    return tflops / sheet if sheet and tflops else None
+
+
+def suspects(rows: list[Row]) -> list[Row]:
+    """Rows the plausibility gate refused (`longca.integrity`): faster than possible."""
+    return [r for r in rows if r.get("status") == "suspect"]
+
+
 def cell_state(row: Optional[Row]) -> str:
     """'' (no row), 'ok', 'n/a' (library not installed in that run), or the status in short."""
     if row is None:
@@ -294,7 +320,8 @@ def fastest(rows: list[Row]) -> list[dict[str, Any]]:
             top = best(by_col)
             if top is not None:
                 out.append({"table": t.title, "mask": mask, "seqlen": seqlen, "column": top["column"],
-                            "tflops": top["tflops"], "of_peak": of_peak(top), "row": top})
+                            "tflops": top["tflops"], "of_peak": of_peak(top), "of_datasheet": of_datasheet(top),
+                            "row": top})
     return out
 
 
@@ -346,9 +373,32 @@ def environments(results: Results) -> list[dict[str, Any]]:
             "driver": rec.get("driver"), "torch": rec.get("torch"), "cuda": rec.get("cuda"),
             "cudnn": _cudnn_version(cudnn), "python": rec.get("python"), "longca": rec.get("longca"),
             "commit": (rec.get("git_commit") or "")[:10] or None, "platform": rec.get("platform"),
-            "matmul_peak_tflops": run.peak,
+            "matmul_peak_tflops": run.peak, "matmul_peaks": _peaks_text(rec.get("matmul_peaks")),
+            "gpu_model": peaks.gpu_model(gpu),
         })
     return out
+
+
+def _peaks_text(measured: Any) -> Optional[str]:
+    """"bfloat16 741 at 4096³" per dtype a run measured, or None (a run before best-of-shapes peaks)."""
+    if not isinstance(measured, dict) or not measured:
+        return None
+    def num(v: float) -> str:
+        return f"{v:.0f}" if v >= 10 else f"{v:.3g}"
+
+    return ", ".join(f"{dtype} {num(entry['tflops'])} at {peaks.shape_label(entry)}"
+                     for dtype, entry in measured.items() if isinstance(entry, dict) and entry.get("tflops"))
+
+
+def gpu_states(rows: list[Row]) -> list[dict[str, Any]]:
+    """Per results folder: the GPU readings of its rows in brief (`longca.gpustate.summary`), with
+    the warnings (clocks moved > 2 %, throttling); folders whose rows carry none are left out."""
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        for key in ("gpu_state_before", "gpu_state_after"):
+            if isinstance(r.get(key), dict):
+                by_source.setdefault(str(r.get("source")), []).append(r[key])
+    return [{"results": source, **gpustate.summary(readings)} for source, readings in by_source.items()]
 
 
 def _cudnn_version(value: Any) -> Optional[str]:

@@ -22,7 +22,7 @@ from .plugins import Registry, get_registry
 from .problem import Problem, build_mask, check_mask_params, make_inputs
 from .results import UNAVAILABLE, Checked, ResultRow, new_row
 from .specs import KernelSpec
-from .timing import host_ms, summarize, time_ms
+from .timing import TIMING_MODES, host_ms, summarize, time_by_mode
 
 log = logging.getLogger(__name__)
 TOLERANCE = {"bfloat16": 1e-2, "float16": 1e-2, "float32": 1e-3}
@@ -47,6 +47,7 @@ class RunOptions:
     check: Union[bool, str] = False
     flush_l2: bool = True
     tolerance: Optional[float] = None
+    timing: str = "events"  # longca.timing.TIMING_MODES: events, cuda_graph, profiler
 
     def __post_init__(self) -> None:
         for name, low in (("warmup", 0), ("repeat", 1), ("samples", 1)):
@@ -58,6 +59,8 @@ class RunOptions:
             raise LongcaError(f"check must be true, false, {modes}, got {self.check!r}")
         if self.tolerance is not None and not (isinstance(self.tolerance, (int, float)) and self.tolerance > 0):
             raise LongcaError(f"tolerance must be a positive number, got {self.tolerance!r}")
+        if self.timing not in TIMING_MODES:
+            raise LongcaError(f"timing {self.timing!r}: use one of {', '.join(TIMING_MODES)}")
 
 
 # --- phases ----------------------------------------------------------------------------------
@@ -196,7 +199,7 @@ def time_step(step: Callable[[], Any], device: torch.device, options: RunOptions
         peak = torch.cuda.max_memory_allocated(device)
     before_timing()
     phase("timing")
-    return Timed(time_ms(step, device, options.warmup, options.repeat, options.flush_l2), peak)
+    return Timed(time_by_mode(options.timing, step, device, options.warmup, options.repeat, options.flush_l2), peak)
 
 
 @dataclass
@@ -388,6 +391,7 @@ def run_problem(problem: Problem, options: Optional[RunOptions] = None,
     check_mask_params(problem, registry)
     check_device(problem.device)
     row = new_row(problem)
+    row.timing = options.timing
     phase("supports")
     try:
         reason = unsupported_reason(spec, problem, registry)

@@ -20,9 +20,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .problem import Problem
 
-SCHEMA_VERSION = 2  # 2: checked, sampler_params, iter_times_ms, phase, failed_rank, balance; status timeout
-STATUSES = ("ok", "unsupported", "oom", "error", "incorrect", "timeout")
-Status = Literal["ok", "unsupported", "oom", "error", "incorrect", "timeout"]
+# 2: checked, sampler_params, iter_times_ms, phase, failed_rank, balance; status timeout
+# 3: status suspect, gpu, matmul_peak_shape, datasheet_peak_tflops, gpu_state_before/after, caveat, timing
+SCHEMA_VERSION = 3
+STATUSES = ("ok", "unsupported", "oom", "error", "incorrect", "timeout", "suspect")
+Status = Literal["ok", "unsupported", "oom", "error", "incorrect", "timeout", "suspect"]
 Checked = Literal["full", "spot", "no"]
 log = logging.getLogger(__name__)
 UNAVAILABLE = "unavailable: "  # reason prefix of rows whose kernel could not run at all in that process
@@ -76,7 +78,15 @@ class ResultRow(BaseModel):
     samples: Optional[int] = None
     ms_max_rank: Optional[float] = None
     balance: Optional[dict[str, Any]] = None
-    matmul_peak_tflops: Optional[float] = None
+    matmul_peak_tflops: Optional[float] = None  # the run's best matmul of the row's dtype
+    matmul_peak_shape: Optional[str] = None  # the shape that gave it ("16384³"); None: a single-shape peak
+    gpu: Optional[str] = None  # torch.cuda.get_device_name; None on a CPU
+    datasheet_peak_tflops: Optional[float] = None  # the GPU model's dense datasheet figure (longca.peaks)
+    # NVML readings when the timed calls started and ended (longca.gpustate); {"unknown": why} without NVML
+    gpu_state_before: Optional[dict[str, Any]] = None
+    gpu_state_after: Optional[dict[str, Any]] = None
+    timing: Optional[str] = None  # events, cuda_graph or profiler (longca.timing); None: events (older rows)
+    caveat: Optional[str] = None  # what the number must be read with (KernelSpec.caveat: a slow fallback path)
 
     # read access by field name, for code that treats rows as mappings
     def __getitem__(self, name: str) -> Any:

@@ -90,6 +90,9 @@ class KernelSpec:
     forward_lse: Optional[ForwardFn] = None
     backward_lse: Optional[BackwardFn] = None
     backend: Callable[[], str] = lambda: ""  # which implementation runs, recorded in results
+    # caveat(problem) -> what a row of this problem must say beside its number (a slow fallback path), or None;
+    # recorded as the row's `caveat`, marked in every report cell
+    caveat: Optional[Callable[["Problem"], Optional[str]]] = None
     # bytes a problem needs (longca.memory.linear / quadratic); None: the O(S) flash-family model
     memory: Optional[Callable[["Problem"], int]] = None
     url: str = ""

@@ -13,9 +13,9 @@ import logging
 import os
 import time
 from dataclasses import asdict
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-from . import procs
+from . import procs, warnlog
 from .errors import LongcaError
 from .flops import SLOW_RATE, attention_flops
 from .measure import RunOptions
@@ -57,15 +57,35 @@ def default_timeout(problem: Problem, options: RunOptions) -> float:
 def _serve(conn, parent_pid: int, environ: dict[str, str]) -> None:
     """Worker: answer each ("case", problem fields, options) with ("row", row) or ("input", message)."""
     procs.become_worker(parent_pid, environ)
-    from . import measure
-
-    measure.set_phase_listener(lambda name: conn.send(("phase", name)))
+    warnlog.from_env()  # library warnings to the run's log file, where the parent asked for one
     for _, fields, options in procs.requests(conn):
         try:
-            row = measure.run_problem(Problem(**fields), RunOptions(**options))
+            row = measure_case(Problem(**fields), RunOptions(**options), lambda name: conn.send(("phase", name)))
             conn.send(("row", row.model_dump()))
         except LongcaError as exc:
             conn.send(("input", str(exc)))
+
+
+def measure_case(problem: Problem, options: RunOptions, on_phase: Callable[[str], None] = lambda name: None,
+                 registry: Any = None) -> ResultRow:
+    """One case in this process as a worker measures it: the row, the GPU's state around its timed
+    calls (`longca.gpustate`) and, where it ran, the kernel's caveat."""
+    from . import gpustate, integrity, measure
+
+    recorder = gpustate.Recorder(problem.device)
+
+    def heard(name: str) -> None:
+        recorder.on_phase(name)
+        on_phase(name)
+
+    measure.set_phase_listener(heard)
+    try:
+        row = recorder.finish(measure.run_problem(problem, options, registry))
+    finally:
+        measure.set_phase_listener(None)
+    if row.backend:  # it ran: what its number must be read with
+        row.caveat = integrity.caveat_of(problem, registry)
+    return row
 
 
 class Supervisor:

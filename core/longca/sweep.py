@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterator, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from . import integrity, peaks
 from .measure import RunOptions, check_device
 from .errors import LongcaError
 from .plugins import Registry, get_registry
@@ -19,6 +20,7 @@ from .outdir import RESULTS_FILE, OutputFolder
 from .results import ResultRow, ResultsWriter, case_id
 from .runinfo import record_run
 from .sizes import parse_heads, parse_size
+from .timing import check_timing
 from .supervisor import Supervisor
 
 if sys.version_info >= (3, 11):
@@ -57,6 +59,8 @@ class SweepSpec(BaseModel):
     # true: always the whole reference; "spot": always windows; false: no check (rows say checked "no")
     check: Union[bool, Literal["auto", "spot"]] = "auto"
     measure_peak: bool = True
+    # how each single-GPU case is timed (longca.timing): events, cuda_graph (CUDA only), profiler
+    timing: Literal["events", "cuda_graph", "profiler"] = "events"
     isolate: bool = False  # a case that kills its worker process becomes an error row (else the sweep stops)
     mask_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # context parallelism: with strategies, `kernels` are the inner kernels
@@ -251,6 +255,9 @@ def run_sweep(spec: SweepSpec, output: Path, resume: bool = False,
     if launched and max_seconds is not None:
         raise LongcaError("--max-minutes does not work under torchrun: every rank must run the same cases")
     check_device(spec.device)
+    check_timing(spec.timing, spec.device)
+    if spec.strategies and spec.timing != "events":
+        raise LongcaError(f"timing {spec.timing!r} is for single-GPU cases; CP sweeps (strategies) time with events")
     if not lead:  # the other ranks read the folder (for --resume) but never write or lock it
         return _run_into(None, Path(output), spec, resume, on_case, registry, max_seconds, launched)
     with OutputFolder(output) as folder:
@@ -271,16 +278,18 @@ def _run_into(folder: Optional[OutputFolder], path: Path, spec: SweepSpec, resum
     done = writer.done_ids() if resume else set()
     extra: dict[str, Any] = {"spec": spec.model_dump()}
     if spec.measure_peak:
-        extra["matmul_peak_tflops"] = measure_matmul_peak(spec.device)
+        extra.update(peaks.run_peaks(spec.device, spec.dtypes))
+    gpu = peaks.gpu_name(spec.device)
     if lead:
         record_run(path, extra, registry)
-    options = RunOptions(warmup=spec.warmup, repeat=spec.repeat, samples=spec.samples, check=spec.check)
+    options = RunOptions(warmup=spec.warmup, repeat=spec.repeat, samples=spec.samples, check=spec.check,
+                         timing=spec.timing)
     rows = []
     runner = Supervisor(isolate=spec.isolate)
     pending: list[Problem] = []  # CP cases of one world size, measured together in one process group
 
     def record(problem: Problem, row: ResultRow) -> None:
-        row.matmul_peak_tflops = extra.get("matmul_peak_tflops")  # this run's peak: resumed folders mix runs
+        integrity.stamp(row, extra, gpu)  # this run's peaks (resumed folders mix runs), then the gate
         if lead:
             writer.append(row)
         rows.append(row)

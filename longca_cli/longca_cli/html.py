@@ -110,7 +110,7 @@ function chart(shown) {
   panels.slice(0, 60).forEach(p => {
     const mine = pts.filter(r => r.mask + ' · ' + r.direction === p);
     const xs = mine.map(r => Math.log2(r.seqlen)), x0 = Math.min(...xs) - 0.3, x1 = Math.max(...xs) + 0.3;
-    const ymax = Math.max(...mine.map(r => r[spec.y]), spec.peak || 0) * 1.08 || 1;
+    const ymax = Math.max(...mine.map(r => r[spec.y]), spec.peak || 0, spec.sheet || 0) * 1.08 || 1;
     const X = v => L + (Math.log2(v) - x0) / (x1 - x0) * (W - L - R), Y = v => H - B - v / ymax * (H - T - B);
     const svg = el('svg', {width: W, height: H, viewBox: `0 0 ${W} ${H}`, 'class': 'chart'}, box);
     el('text', {x: W / 2, y: 13, 'text-anchor': 'middle', 'font-size': 11}, svg).textContent = p;
@@ -130,6 +130,8 @@ function chart(shown) {
                 'text-anchor': 'middle'}, svg).textContent = spec.ylabel;
     if (spec.peak) el('line', {x1: L, y1: Y(spec.peak), x2: W - R, y2: Y(spec.peak), stroke: '#777',
                                'stroke-dasharray': '4 3'}, svg);
+    if (spec.sheet) el('line', {x1: L, y1: Y(spec.sheet), x2: W - R, y2: Y(spec.sheet), stroke: '#222',
+                                'stroke-dasharray': '1 2'}, svg);
     [...new Set(mine.map(r => r.column))].sort().forEach(k => {
       const line = mine.filter(r => r.column === k).sort((a, b) => a.seqlen - b.seqlen);
       const colour = data.colours[k] || '#444';
@@ -197,7 +199,8 @@ def page(title: str, intro_html: str, rows: list[dict[str, Any]], columns: list[
     """The page: `rows` hold the shown fields plus `record` (the full row, shown on hover)."""
     data = {"rows": rows, "columns": columns, "filters": filters, "chart": chart, "colours": colours or {}}
     charts = ('<h2>Plots</h2><p>TFLOP/s against length for the rows the filters leave, a panel per mask and '
-              'direction; hover a point for its row. Dashed: the bf16 matmul peak.</p>'
+              'direction; hover a point for its row. Dashed: the measured matmul peak; dotted: the '
+              'datasheet peak (dense).</p>'
               '<div id="legend" class="legend"></div><div id="charts"></div>') if chart else ""
     return (f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style></head><body>\n{intro_html}\n"
@@ -216,7 +219,8 @@ REPORT_COLUMNS: list[dict[str, Any]] = [
     {"key": "world_size", "label": "world size"}, {"key": "state", "label": "status"},
     {"key": "tflops", "label": "TFLOP/s", "num": True, "digits": 1, "small": True},
     {"key": "spread", "label": "p80/p20", "num": True, "digits": 2},
-    {"key": "of_peak", "label": "of peak", "num": True, "digits": 2},
+    {"key": "of_peak", "label": "of matmul peak", "num": True, "digits": 2},
+    {"key": "of_datasheet", "label": "of datasheet", "num": True, "digits": 2},
     {"key": "ms_median", "label": "ms", "num": True, "digits": 3},
     {"key": "peak_gib", "label": "peak GiB", "num": True, "digits": 2},
     {"key": "checked", "label": "checked"}, {"key": "source", "label": "results"},
@@ -243,6 +247,7 @@ def report_page(results: Results, markdown_text: str) -> str:
             "world_size": r.get("world_size") or 1, "cp": bool(r.get("strategy")),
             "state": analysis.cell_state(r) + (" (sim)" if analysis.is_simulated(r) else ""),
             "tflops": r.get("tflops"), "spread": analysis.spread(r), "of_peak": analysis.of_peak(r),
+            "of_datasheet": analysis.of_datasheet(r),
             "ms_median": r.get("ms_median"),
             "peak_gib": r["peak_mem_bytes"] / 2**30 if r.get("peak_mem_bytes") else None,
             "checked": r.get("checked") or ("no" if analysis.is_unchecked(r) else "yes"),
@@ -251,7 +256,8 @@ def report_page(results: Results, markdown_text: str) -> str:
         })
     colours = {c: _hex(colour(c.split(" ")[0].split("/")[0])) for c in {r["column"] for r in results.rows}}
     peaks = [r["matmul_peak_tflops"] for r in results.rows if r.get("matmul_peak_tflops")]
-    chart = {"y": "tflops", "ylabel": "TFLOP/s", "peak": analysis.median(peaks)}
+    sheets = [r["datasheet_peak_tflops"] for r in results.rows if r.get("datasheet_peak_tflops")]
+    chart = {"y": "tflops", "ylabel": "TFLOP/s", "peak": analysis.median(peaks), "sheet": max(sheets, default=None)}
     intro = markdown_to_html(header(results))
     tables_md = markdown_text[markdown_text.index("## TFLOP/s"):] if "## TFLOP/s" in markdown_text else ""
     tables_md = tables_md.split("\n## Plots")[0]

@@ -180,6 +180,8 @@ def run(
     check: bool = typer.Option(False, "--check/--no-check", help="compare with the float32 reference"),
     output: Optional[Path] = typer.Option(None, help="also append the row to OUTPUT/results.jsonl"),
     timeout: Optional[float] = typer.Option(None, help="seconds the case may take (default: scaled with its FLOPs)"),
+    timing: str = typer.Option("events", help="events (CUDA events, L2 flushed), cuda_graph (replays of one "
+                                              "capture, CUDA only) or profiler (device kernel time)"),
     fmt: str = FormatOpt,
 ) -> None:
     """Measure one case given by flags, in a worker process bounded by --timeout."""
@@ -197,7 +199,10 @@ def run(
                       device=device or default_device(), sampler=sampler, seed=seed,
                       mask_params=parse_params(mask_param, "--mask-param"),
                       sampler_params=parse_params(sampler_param, "--sampler-param"))
-    options = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check)
+    from longca.timing import check_timing
+
+    check_timing(timing, problem.device)
+    options = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check, timing=timing)
     big = False
     if problem.device_type == "cpu":  # names checked first: a warning must not precede a refusal
         from longca.problem import build_mask
@@ -272,6 +277,31 @@ def sweep(
                    + (f" --kernels {kernels}" if kernels else ""), err=True)
 
 
+LOG_FILE = "longca.log"  # `longca bench`: the library warnings of the run, beside its results
+
+
+@contextlib.contextmanager
+def warnings_to(path: Path):
+    """Library warnings of this process and of the workers it starts go to `path`, not the terminal."""
+    import os
+    import warnings
+
+    from longca import warnlog
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    before = os.environ.get(warnlog.ENV)
+    os.environ[warnlog.ENV] = str(path.resolve())
+    previous = warnlog.to_file(path)
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous
+        if before is None:
+            os.environ.pop(warnlog.ENV, None)
+        else:
+            os.environ[warnlog.ENV] = before
+
+
 @app.command()
 @cli_errors
 def bench(
@@ -286,10 +316,12 @@ def bench(
     from .specs import default_spec_path
 
     path = default_spec_path(default_device())
-    typer.echo(f"running {path.name} into {output}", err=True)
     sweep_spec = load_spec(path, _registry(), installed_kernels_only=True)
     n = len(list(problems(sweep_spec)))
-    render.with_progress(n, lambda tick: run_sweep(sweep_spec, output, resume, tick, _registry()))
+    log = output / LOG_FILE
+    typer.echo(f"running {path.name} into {output} (library warnings: {log})", err=True)
+    with warnings_to(log):
+        render.with_progress(n, lambda tick: run_sweep(sweep_spec, output, resume, tick, _registry()))
     written = write_report([output / "results.jsonl"], output, html=True)
     typer.echo(written["markdown"])
     typer.echo(f"report: {output / 'report.md'} (and report.html, report.csv, plots) in {output}", err=True)

@@ -1,6 +1,7 @@
 """Figures in the paper's style: a panel per mask with forward and backward side by side, TFLOP/s
-(or peak memory) against length on a log-2 axis from 0, the matmul peak dashed, one colour per
-kernel in every figure, the legend below the panels; CP: TFLOP/s per GPU against world size."""
+(or peak memory) against length on a log-2 axis from 0, the measured matmul peak dashed, the datasheet
+peak dotted, one colour per kernel in every figure, the legend below the panels; CP: TFLOP/s per GPU
+against world size."""
 from __future__ import annotations
 
 import re
@@ -100,7 +101,8 @@ def _finish(fig: Any, title: str, path: Path, extra_handles: Optional[list] = No
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
     # kernels first, then the peak line and the kernel-alone marks
-    order = sorted(handles, key=lambda lab: (lab.startswith("bf16") or lab.endswith(" alone"), lab))
+    order = sorted(handles, key=lambda lab: (lab.startswith(("matmul peak", "datasheet peak"))
+                                             or lab.endswith(" alone"), lab))
     handles = {lab: handles[lab] for lab in order}
     width_in = fig.get_size_inches()[0]
     ncol = max(1, min(len(handles), int(width_in // 2.2)))
@@ -121,6 +123,9 @@ def _length_figure(results: Results, rows: list[Row], value: Callable[[Row], Opt
     peaks = [r["matmul_peak_tflops"] for r in rows if r.get("matmul_peak_tflops")]
     peak_value = analysis.median(peaks) if peak else None
     of_runs = ", median of runs" if len(set(peaks)) > 1 else ""
+    sheets = [r["datasheet_peak_tflops"] for r in rows if r.get("datasheet_peak_tflops")]
+    sheet_value = max(sheets) if peak and sheets else None
+    dtype = rows[0].get("dtype", "")
     for (mask, d), ax in axes.items():
         by_col: dict[str, list[tuple[int, float]]] = {}
         for r in rows:
@@ -132,9 +137,13 @@ def _length_figure(results: Results, rows: list[Row], value: Callable[[Row], Opt
             ax.plot([p[0] for p in pts], [p[1] for p in pts], label=col, **_style(col))
         if peak_value:
             ax.axhline(peak_value, color="0.35", ls="--", lw=1,
-                       label=f"bf16 matmul peak, measured ({peak_value:.0f}{of_runs})")
+                       label=f"matmul peak, measured ({dtype}, {peak_value:.0f}{of_runs})")
+        if sheet_value:
+            ax.axhline(sheet_value, color="0.15", ls=":", lw=1.2,
+                       label=f"datasheet peak ({dtype} dense, {sheet_value:g})")
         _length_axis(ax, seqlens)
-        ax.set_ylim(0, max(ax.get_ylim()[1], (peak_value or 0) * 1.06))  # from 0, the peak line inside
+        top = max(peak_value or 0, sheet_value or 0)
+        ax.set_ylim(0, max(ax.get_ylim()[1], top * 1.06))  # from 0, the peak lines inside
         ax.set_xlabel("sequence length (tokens, log₂)", fontsize=7)
         ax.set_ylabel(ylabel, fontsize=7)
         ax.tick_params(axis="y", labelsize=7)

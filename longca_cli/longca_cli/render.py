@@ -106,14 +106,22 @@ def doctor(report: dict[str, Any], fmt: str) -> None:
         typer.echo(f"plugin {err['plugin']} ({err['distribution']}): " + "; ".join(err["errors"]))
 
 
+def progress_columns() -> list[Any]:
+    """What the progress line shows: the case and its status, a bar, done/total, elapsed, and the
+    time left at the pace so far (`eta`)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    return [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("eta"), TimeRemainingColumn()]
+
+
 def with_progress(total: int, work: Callable[[Callable], Any]) -> Any:
     """Run work(tick) with a progress bar on stderr; tick(problem, row) advances it."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress
 
     console = Console(stderr=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False) as progress:
+    with Progress(*progress_columns(), console=console, transient=False) as progress:
         task = progress.add_task("sweep", total=total)
 
         def tick(problem, row) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from longca import analysis
 from longca.analysis import Results, Row, Table
@@ -13,12 +13,18 @@ from longca.results import FIELDS
 from longca.sizes import format_size
 
 UNCHECKED = "†"
+OF_PEAK = "of matmul peak"  # over the run's measured best matmul
+OF_SHEET = "of datasheet"  # over the GPU model's dense datasheet figure
 SIMULATED = "~"
+CAVEAT = "‡"
 LEGEND = ("unsup = unsupported (reason in the CSV), n/a = the kernel's library was not installed in that run, "
           "oom = out of memory, err = error, wrong = failed the correctness check, timeout = killed after its "
-          f"time limit, empty = not run; `±N%` = half the p20-p80 range of the times over the median, shown "
+          "time limit, suspect = faster than the datasheet or over 5 % above the run's matmul peak (not a result; "
+          "reason in the CSV and above), "
+          f"empty = not run; `±N%` = half the p20-p80 range of the times over the median, shown "
           f"where p80/p20 > {analysis.SPREAD_SHOWN}; `{SIMULATED}` and `(sim)` = simulated, not measured; "
-          f"`{UNCHECKED}` = not checked against the reference.")
+          f"`{UNCHECKED}` = not checked against the reference; `{CAVEAT}` = the row carries a caveat (its `caveat` "
+          f"field, listed under **Caveats** above): read the number with it.")
 
 
 def _num(value: float) -> str:
@@ -34,6 +40,8 @@ def _value_cell(row: Row, text: str, mark_unchecked: bool) -> str:
     s = analysis.spread(row)
     if s is not None and s > analysis.SPREAD_SHOWN:
         text += f" ±{(s - 1) / 2 * 100:.0f}%"
+    if row.get("caveat"):
+        text += CAVEAT
     if analysis.is_simulated(row):
         text = SIMULATED + text
     elif mark_unchecked and analysis.is_unchecked(row):
@@ -42,8 +50,8 @@ def _value_cell(row: Row, text: str, mark_unchecked: bool) -> str:
 
 
 def _grid(table: Table, value: Callable[[Row], Optional[float]], fmt: Callable[[float], str], best_name: str,
-          lowest: bool, mark_unchecked: bool, extra: Optional[tuple[str, Callable[[Row], str]]] = None) -> list[str]:
-    header = ["mask", "seqlen", *table.columns, best_name] + ([extra[0]] if extra else [])
+          lowest: bool, mark_unchecked: bool, extra: Sequence[tuple[str, Callable[[Row], str]]] = ()) -> list[str]:
+    header = ["mask", "seqlen", *table.columns, best_name] + [name for name, _ in extra]
     lines = []
     for (mask, seqlen), by_col in table.cells.items():
         line = [mask, format_size(seqlen)]
@@ -54,15 +62,22 @@ def _grid(table: Table, value: Callable[[Row], Optional[float]], fmt: Callable[[
                         else analysis.cell_state(r) if r is not None and r.get("status") != "ok" else "")
         top = analysis.best(by_col, value, lowest=lowest)
         line.append(top["column"] if top else "")
-        if extra:
-            line.append(extra[1](top) if top else "")
+        for _, cell in extra:
+            line.append(cell(top) if top else "")
         lines.append(line)
     return [f"### {table.title}\n", *_md_table(header, lines)]
 
 
-def _pct(row: Row) -> str:
-    p = analysis.of_peak(row)
+def _fraction(p: Optional[float]) -> str:
     return "" if p is None else f"{p:.0%}" if p >= 0.1 else f"{p:.2g}" if p == 0 else f"{p * 100:.2g}%"
+
+
+def _pct(row: Row) -> str:
+    return _fraction(analysis.of_peak(row))
+
+
+def _pct_sheet(row: Row) -> str:
+    return _fraction(analysis.of_datasheet(row))
 
 
 def header(results: Results) -> list[str]:
@@ -86,11 +101,10 @@ def header(results: Results) -> list[str]:
         names = {"matmul_peak_tflops": "matmul peak (TFLOP/s)", "cuda": "CUDA", "cudnn": "cuDNN"}
         out += _md_table([names.get(c, c) for c in cols],
                          [[_plain(e.get(c)) for c in cols] for e in envs])
-    peaks = [e["matmul_peak_tflops"] for e in envs if e.get("matmul_peak_tflops")]
-    if peaks:
-        out.append(f"**Peak used**: a bf16 8192³ `torch.matmul` measured at the start of each run "
-                   f"({min(peaks):.0f}-{max(peaks):.0f} TFLOP/s here); \"of peak\" divides the fastest cell "
-                   f"by the peak of the run that measured it.\n")
+    out += peak_lines(results, envs)
+    out += suspect_lines(rows)
+    out += caveat_lines(rows)
+    out += gpu_state_lines(rows)
     proto = analysis.protocol(results)
     if proto:
         out.append("## Protocol\n")
@@ -115,6 +129,79 @@ def header(results: Results) -> list[str]:
     return out
 
 
+def peak_lines(results: Results, envs: list[dict[str, Any]]) -> list[str]:
+    """What the two fractions of a table divide by: the run's measured matmul, the datasheet."""
+    out = []
+    peaks = [e["matmul_peak_tflops"] for e in envs if e.get("matmul_peak_tflops")]
+    shapes = [f"{e['results']}: {e['matmul_peaks']}" for e in envs if e.get("matmul_peaks")]
+    if shapes:
+        out.append(f"**{OF_PEAK}**: the fastest cell over the best `torch.matmul` its run measured in the row's "
+                   f"dtype, the best median of several square shapes ({'; '.join(dict.fromkeys(shapes))}).\n")
+    elif peaks:
+        out.append(f"**{OF_PEAK}**: the fastest cell over a bf16 8192³ `torch.matmul` measured at the start of each "
+                   f"run ({min(peaks):.0f}-{max(peaks):.0f} TFLOP/s here; one shape only, older runs: not a "
+                   f"ceiling, smaller shapes ran faster on the H200).\n")
+    sheets = sorted({(r.get("gpu"), r.get("dtype"), r.get("datasheet_peak_tflops")) for r in results.rows
+                     if r.get("datasheet_peak_tflops")}, key=str)
+    if sheets:
+        out.append(f"**{OF_SHEET}**: the fastest cell over the GPU model's dense (not sparse) datasheet figure: "
+                   + "; ".join(f"{gpu} {dtype} {value:g} TFLOP/s" for gpu, dtype, value in sheets)
+                   + " (sources: `longca.peaks.DATASHEET`).\n")
+    return out
+
+
+def gpu_state_lines(rows: list[Row]) -> list[str]:
+    """The GPU's clocks, temperature, power and throttling during the timed calls, per run, and a
+    warning where they moved; `unknown` where NVML could not be read."""
+    states = analysis.gpu_states(rows)
+    if not states:
+        return []
+
+    def span(pair: Any) -> str:
+        return "unknown" if not pair else f"{pair[0]:.0f}" if pair[0] == pair[1] else f"{pair[0]:.0f}-{pair[1]:.0f}"
+
+    def value(v: Any, unit: str) -> str:
+        return "unknown" if v is None else f"{v:.0f} {unit}"
+
+    out = ["## GPU state\n", "NVML readings when each case's timed calls started and ended (`gpu_state_before`, "
+           "`gpu_state_after`); how to lock clocks for a publication run: docs/reading-results.md.\n"]
+    out += _md_table(["results", "readings", "SM clock (MHz)", "memory clock (MHz)", "max temperature",
+                      "max power", "power limit", "throttle reasons"],
+                     [[s["results"], str(s["readings"]), span(s["sm_clock_mhz"]), span(s["mem_clock_mhz"]),
+                       value(s["temp_c_max"], "C"), value(s["power_w_max"], "W"), value(s["power_limit_w"], "W"),
+                       ", ".join(s["throttle"]) or ("unknown" if s["unknown"] else "none")] for s in states])
+    for s in states:
+        if s["unknown"]:
+            out.append(f"GPU state of {s['results']}: unknown ({'; '.join(s['unknown'])}).\n")
+        for warning in s["warnings"]:
+            out.append(f"**Warning** ({s['results']}): {warning}; its rows do not compare at one clock.\n")
+    return out
+
+
+def caveat_lines(rows: list[Row]) -> list[str]:
+    """Each column's caveats (a fallback path, ...): its cells are marked with CAVEAT."""
+    seen: dict[tuple[str, str], int] = {}
+    for r in rows:
+        if r.get("caveat"):
+            key = (r.get("column") or analysis.base_label(r), str(r["caveat"]))
+            seen[key] = seen.get(key, 0) + 1
+    if not seen:
+        return []
+    return [f"**Caveats** (cells marked `{CAVEAT}`): " + "; ".join(f"{column} ({n} rows): {text}"
+                                                               for (column, text), n in seen.items()) + "\n"]
+
+
+def suspect_lines(rows: list[Row]) -> list[str]:
+    """Every row the plausibility gate refused, with its reason: none of them is ever "fastest"."""
+    bad = analysis.suspects(rows)
+    if not bad:
+        return []
+    listed = "; ".join(f"{r['column']} {analysis.mask_label(r)} {format_size(r['seqlen'])} {r['direction']}: "
+                       f"{r.get('reason')}" for r in bad[:10])
+    return [f"**Suspect**: {len(bad)} rows faster than possible, shown as `suspect` and never fastest: {listed}"
+            + (" ..." if len(bad) > 10 else "") + "\n"]
+
+
 def _status_counts(rows: list[Row]) -> str:
     counts: dict[str, int] = {}
     for r in rows:
@@ -127,7 +214,7 @@ def _plain(value: Any) -> str:
     if value is None or value == {}:
         return ""
     if isinstance(value, float):
-        return f"{value:.0f}"
+        return f"{value:.0f}" if abs(value) >= 10 else f"{value:.3g}"
     if isinstance(value, dict):
         return json.dumps(value, sort_keys=True)
     return str(value).replace("|", "/")
@@ -138,11 +225,11 @@ def markdown(results: Results, memory: bool = False) -> str:
     counts = analysis.checked_counts(rows)
     mixed = bool(counts["checked"] and counts["unchecked"])
     out = header(results)
-    with_peak = any(r.get("matmul_peak_tflops") for r in rows)
+    extra = ([(OF_PEAK, _pct)] if any(r.get("matmul_peak_tflops") for r in rows) else []) \
+        + ([(OF_SHEET, _pct_sheet)] if any(r.get("datasheet_peak_tflops") for r in rows) else [])
     out.append("## TFLOP/s\n")
     for t in analysis.tables(rows):
-        out += _grid(t, lambda r: r.get("tflops"), _num, "fastest", False, mixed,
-                     extra=("of peak", _pct) if with_peak else None)
+        out += _grid(t, lambda r: r.get("tflops"), _num, "fastest", False, mixed, extra=extra)
     out.append(LEGEND + "\n")
     eff = efficiency_markdown(analysis.scaling_efficiency(rows))
     if eff:
@@ -211,7 +298,7 @@ def efficiency_markdown(pairs: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-CSV_EXTRA = ("simulated", "source", "column", "spread", "of_peak")  # beside the row's own fields
+CSV_EXTRA = ("simulated", "source", "column", "spread", "of_peak", "of_datasheet")  # beside the row's own fields
 
 
 def write_csv(rows: list[Row], path: Path) -> None:
@@ -221,7 +308,8 @@ def write_csv(rows: list[Row], path: Path) -> None:
         writer = csv.DictWriter(f, columns, extrasaction="ignore")
         writer.writeheader()
         for row in rows:
-            full = {**row, "spread": analysis.spread(row), "of_peak": analysis.of_peak(row)}
+            full = {**row, "spread": analysis.spread(row), "of_peak": analysis.of_peak(row),
+                    "of_datasheet": analysis.of_datasheet(row)}
             writer.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in full.items()})
 
 

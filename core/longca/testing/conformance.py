@@ -20,7 +20,9 @@ reference in the device's primary dtype: float32 on CPU, bfloat16 on CUDA, when 
 (the context-parallel primitives, if declared, match `longca.reference` on the claimed masks'
 slices, whole and cropped as ring and all-gather strategies crop them), `cp_merge-DEV` (both
 primitives used as every CP strategy uses them: uneven query and key pieces, forward_lse on each,
-lse merge, backward_lse on each with the merged out and lse, summed gradients vs the reference).
+lse merge, backward_lse on each with the merged out and lse, summed gradients vs the reference),
+`timing-integrity-DEV` (the timed forward: no output cached per input buffer, no work past the
+timer, timers not patched, still right after timing; `timing_integrity.py`).
 
 A claimed case must run and match the reference; the one exception is a refusal by the
 kernel's `supports(problem)` with a reason, for what a spec cannot declare per device (no
@@ -544,6 +546,30 @@ def check_primitives(name: str, device: str, registry: Registry, settings: Setti
     return []
 
 
+def check_timing_integrity(name: str, device: str, registry: Registry, settings: Settings) -> list[dict]:
+    """The timed forward does its work inside the timer, on the values given, with untouched timers
+    (`longca.testing.timing_integrity`)."""
+    from ..errors import UnsupportedError
+    from . import timing_integrity
+
+    _need_device(device)
+    spec = _kernel(registry, name)
+    _need_available(spec)
+    problem = small_problem(spec, variant_mask(spec, registry), "fwd", device, registry=registry, settings=settings)
+    refused = timing_integrity.refusal(spec, problem) or mask_refusal(spec, problem, build_mask(problem, 0, registry))
+    if refused:
+        raise ConformanceSkip(f"{_describe(problem)}: refused: {refused}")
+    try:
+        timing_integrity.check(spec, problem, registry, _describe)
+    except UnsupportedError as exc:
+        raise ConformanceSkip(f"{_describe(problem)}: refused once the mask was built: {exc}") from None
+    except AssertionError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a kernel that raises here fails the case with its reason
+        raise AssertionError(f"{_describe(problem)}: the timed forward raised {type(exc).__name__}: {exc}") from None
+    return []
+
+
 # ---------------------------------------------------------------- the suite
 
 
@@ -578,6 +604,8 @@ def conformance_cases(kernel: str, registry: Optional[Registry] = None, devices:
             declared.append("cp_merge")
         cases += [Case(f"{w}-{dev}", kernel, partial(check_primitives, kernel, dev, settings=settings, which=w), dev)
                   for w in declared]
+        cases.append(Case(f"timing-integrity-{dev}", kernel,
+                          partial(check_timing_integrity, kernel, dev, settings=settings), dev))
     return cases
 
 

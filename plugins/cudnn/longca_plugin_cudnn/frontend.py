@@ -39,6 +39,11 @@ MIN_CUDNN = 90600  # cuDNN 9.6: GQA with ragged offsets, bottom-right bands with
 MAX_HEAD_DIM = 128  # what cuDNN's fused forward and backward both take on every GPU from sm80
 
 
+def torch_forced() -> bool:
+    """LONGCA_CUDNN_BACKEND=torch: the torch path asked for, slow document masks included."""
+    return os.environ.get(ENV_BACKEND, "").strip() == "torch"
+
+
 def frontend_installed() -> bool:
     """nvidia-cudnn-frontend (module `cudnn`) is installed; found without importing it."""
     return importlib.util.find_spec("cudnn") is not None

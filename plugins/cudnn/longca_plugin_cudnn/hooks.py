@@ -11,12 +11,16 @@
   for documents. These take `is_causal` only (top-left), so the planner gives them full rectangles
   and causal squares: sliding windows are refused. The backward runs only through SDPA (full,
   causal); see BACKWARD_REASON. torch rebuilds its varlen cuDNN graph on every call
-  (https://github.com/pytorch/pytorch/pull/191576), which makes the document forward slow.
+  (https://github.com/pytorch/pytorch/pull/191576), which makes the document forward slow: so
+  without the frontend, document and multi-call masks are refused (`unavailable: ...`, rerun by
+  `--resume` once it is installed) unless LONGCA_CUDNN_BACKEND=torch asks for the torch path, whose
+  rows then carry the rebuild as their `caveat`.
 """
 from __future__ import annotations
 
 from typing import Any, Optional
 
+from longca.results import UNAVAILABLE
 from longca.runinfo import installed_version
 from longca import hookimpl
 from longca.specs import KernelSpec
@@ -33,6 +37,12 @@ BACKWARD_MASKS = ("full", "causal")
 REBUILD_NOTE = ("document and multi-call masks go through aten._cudnn_attention_forward, which rebuilds its cuDNN "
                 "graph on every call (pytorch/pytorch#191576): those rows time a graph build per call; install "
                 "nvidia-cudnn-frontend for the frontend path, which builds each graph once")
+SINGLE_CALL_MASKS = ("full", "causal")  # one SDPA call on the torch path; every other mask is varlen or several calls
+FALLBACK_REASON = (f"{UNAVAILABLE}nvidia-cudnn-frontend is not installed: without it this mask runs through torch's "
+                   "aten._cudnn_attention ops, which rebuild their cuDNN graph on every call (pytorch/pytorch#191576), "
+                   "so the row would time graph builds (1.6-27.8 TFLOP/s on an H200's document masks); install "
+                   "nvidia-cudnn-frontend, or set LONGCA_CUDNN_BACKEND=torch to time the torch path anyway (its rows "
+                   "then carry that caveat)")
 BACKWARD_REASON = ("cuDNN backward runs only through SDPA (full, causal): torch's explicit-lse cuDNN backward ops "
                    "(aten._cudnn_attention_backward with cu_seqlens, _scaled_dot_product_cudnn_attention_backward "
                    "with an external lse) gave wrong gradients on torch 2.11 / cuDNN 9.19 (H200, 2026-11-29)")
@@ -124,7 +134,14 @@ def torch_supports(problem) -> Optional[str]:
         return BACKWARD_REASON
     if problem.mask in WINDOW_MASKS:
         return f"mask {problem.mask}: sliding windows need the cuDNN frontend path (torch's cuDNN ops take no band)"
+    if problem.mask not in SINGLE_CALL_MASKS and not frontend.torch_forced():
+        return FALLBACK_REASON
     return head_dim_reason(problem, 8, 256)
+
+
+def torch_caveat(problem) -> Optional[str]:
+    """What a torch-path row of a document or multi-call mask must say beside its number."""
+    return None if problem.mask in SINGLE_CALL_MASKS else REBUILD_NOTE
 
 
 def frontend_supports(problem) -> Optional[str]:
@@ -192,6 +209,7 @@ def make_spec(path: str) -> KernelSpec:
         forward_lse=frontend.forward_lse if on_frontend else torch_forward_lse,
         backward_lse=frontend.backward_lse if on_frontend else None,
         backend=backend,
+        caveat=None if on_frontend else torch_caveat,
         url="https://docs.nvidia.com/deeplearning/cudnn/frontend/latest/operations/Attention.html",
     )
 

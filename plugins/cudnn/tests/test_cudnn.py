@@ -41,6 +41,7 @@ def test_torch_path_refuses_masks_that_need_bands(mask):
 
 def test_torch_path_backward_only_for_full_and_causal(monkeypatch):
     monkeypatch.setattr(hooks, "PATH", "torch")
+    monkeypatch.setenv(frontend.ENV_BACKEND, "torch")  # asked for: document forwards run (with a caveat)
     assert hooks.supports(Problem(kernel="cudnn", mask="causal", seqlen=1024, direction="bwd")) is None
     documents = Problem(kernel="cudnn", mask="causal_document", seqlen=1024, direction="bwd")
     assert hooks.supports(documents) == BACKWARD_REASON
@@ -99,3 +100,19 @@ def test_listing_with_the_frontend_installed_imports_no_cudnn(tmp_path):
     row = json.loads(out.stdout.strip().splitlines()[-1])
     assert row["imported"] is False and not marker.exists()
     assert "sliding_window" in row["masks"] and row["lse"] is True
+
+
+def test_without_the_frontend_document_and_multi_call_masks_are_refused(monkeypatch):
+    """The fallback times a graph rebuild per call: not a default number. Asked for, it runs, marked."""
+    monkeypatch.setattr(hooks, "PATH", "torch")
+    monkeypatch.delenv(frontend.ENV_BACKEND, raising=False)
+    for mask in ("causal_document", "full_document", "share_question", "prefix_lm_causal"):
+        reason = hooks.supports(Problem(kernel="cudnn", mask=mask, seqlen=2048))
+        assert reason.startswith("unavailable: nvidia-cudnn-frontend is not installed") and "191576" in reason, mask
+    assert hooks.supports(Problem(kernel="cudnn", mask="causal", seqlen=2048)) is None
+    spec = hooks.make_spec("torch")
+    assert spec.caveat(Problem(kernel="cudnn", mask="causal_document", seqlen=2048)) == hooks.REBUILD_NOTE
+    assert spec.caveat(Problem(kernel="cudnn", mask="causal", seqlen=2048)) is None
+    assert hooks.make_spec("frontend").caveat is None
+    monkeypatch.setenv(frontend.ENV_BACKEND, "torch")
+    assert hooks.supports(Problem(kernel="cudnn", mask="causal_document", seqlen=2048)) is None
