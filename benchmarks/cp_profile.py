@@ -32,11 +32,10 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from longca_cp.check import global_dout
 from longca.errors import LongcaError, UnsupportedError
 from longca_cp.inner import inner_kernel
 from longca_cp.measure import resolve, unsupported
-from longca.measure import unsupported_reason
+from longca.measure import make_step, seeded_dout, unsupported_reason
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.sizes import format_size, parse_heads, parse_size
@@ -52,14 +51,8 @@ def strategy_step(problem: Problem, registry) -> Callable[[], object]:
     plan = spec.prepare(problem, mask, inner, dist.group.WORLD, options)
     grad = problem.direction != "fwd"
     ql, kl, vl = (spec.dispatch(t, plan).detach().requires_grad_(grad) for t in (q, k, v))
-    if not grad:
-        def fwd():
-            with torch.no_grad():
-                return spec.attention(ql, kl, vl, plan)
-        return fwd
-    dout = spec.dispatch(global_dout(problem, 0), plan)
-    out = spec.attention(ql, kl, vl, plan)
-    return lambda: torch.autograd.grad(out, (ql, kl, vl), dout, retain_graph=True)
+    dout = spec.dispatch(seeded_dout(problem, 0), plan) if grad else None
+    return make_step(lambda: spec.attention(ql, kl, vl, plan), (ql, kl, vl), problem.direction, dout)
 
 
 def kernel_step(problem: Problem, registry) -> Callable[[], object]:
@@ -69,14 +62,8 @@ def kernel_step(problem: Problem, registry) -> Callable[[], object]:
     grad = problem.direction != "fwd"
     q, k, v = make_inputs(problem, 0, requires_grad=grad)
     state = spec.prepare(problem, mask, q, k, v)
-    if not grad:
-        def fwd():
-            with torch.no_grad():
-                return spec.run(state, q, k, v)
-        return fwd
-    out = spec.run(state, q, k, v)
-    dout = global_dout(problem, 0)
-    return lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+    dout = seeded_dout(problem, 0) if grad else None
+    return make_step(lambda: spec.run(state, q, k, v), (q, k, v), problem.direction, dout)
 
 
 def kernel_table(step: Callable[[], object], steps: int) -> list[tuple[str, float, int]]:

@@ -35,7 +35,7 @@ from typing import Any, Optional
 
 import torch
 
-from longca.measure import RunOptions, run_problem
+from longca.measure import RunOptions, make_step, run_problem, seeded_dout
 from longca.masks.catalog import STATIC_MASKS
 from longca.plugins import PluginInfo, Registry, get_registry
 from longca.problem import Problem, build_mask, make_inputs
@@ -148,17 +148,8 @@ def _time(spec: KernelSpec, problem: Problem, warmup: int, repeat: int) -> tuple
     q, k, v = make_inputs(problem, requires_grad=needs_grad)
     prepared = spec.prepare(problem, mask, q, k, v)
     device = torch.device(problem.device)
-    if problem.direction == "fwd":
-        def step():
-            with torch.no_grad():
-                return spec.run(prepared, q, k, v)
-    else:
-        out = spec.run(prepared, q, k, v)
-        gen = torch.Generator(out.device).manual_seed(problem.seed)  # the same dout for every setting
-        dout = torch.randn(out.shape, generator=gen, device=out.device, dtype=out.dtype)
-
-        def step():
-            return torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+    dout = seeded_dout(problem) if needs_grad else None  # the same dout for every setting
+    step = make_step(lambda: spec.run(prepared, q, k, v), (q, k, v), problem.direction, dout)
     result = step()
     return summarize(time_ms(step, device, warmup, repeat))[0], result
 

@@ -10,12 +10,12 @@ a table.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 
-import torch
 
-from longca.measure import RunOptions, run_problem
+from longca.measure import RunOptions, make_step, run_problem, seeded_dout
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.sizes import parse_heads, parse_size
@@ -59,16 +59,8 @@ def main() -> None:
         mask = build_mask(problem)
         q, k, v = make_inputs(problem, requires_grad=direction != "fwd")
         prepared = spec.prepare(problem, mask, q, k, v)
-        if direction == "fwd":
-            def fn():
-                with torch.no_grad():
-                    return spec.run(prepared, q, k, v)
-        else:
-            out = spec.run(prepared, q, k, v)
-            dout = torch.randn_like(out)
-
-            def fn():
-                return torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+        dout = seeded_dout(problem) if direction != "fwd" else None  # the harness's own dout
+        fn = make_step(functools.partial(spec.run, prepared, q, k, v), (q, k, v), direction, dout)
         harness, bare = [], []
         for _ in range(args.rounds):
             row = run_problem(problem, RunOptions(warmup=10, repeat=50, samples=1))

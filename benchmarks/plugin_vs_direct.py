@@ -39,7 +39,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 
-from longca.measure import unsupported_reason
+from longca.measure import make_step, seeded_dout, unsupported_reason
 from longca.flops import attention_flops
 from longca.masks.catalog import STATIC_MASKS
 from longca.plugins import get_registry
@@ -321,17 +321,6 @@ def make_direct(kernel: str, mask, q, k, v) -> Direct | str:
 # ---------------------------------------------------------------- measuring
 
 
-def steps(call: Callable, q, k, v, direction: str) -> Callable[[], Any]:
-    if direction == "fwd":
-        def fwd():
-            with torch.no_grad():
-                return call(q, k, v)
-        return fwd
-    out = call(q, k, v)
-    dout = torch.randn_like(out)
-    return lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
-
-
 def calls_per_round(step: dict[str, Callable], device, args) -> int:
     """`--repeat`, raised so that each side of a round runs about `--target-ms` (short calls are noisy)."""
     longest = max(statistics.median(time_ms(fn, device, 0, 2)) for fn in step.values())
@@ -377,7 +366,9 @@ def measure(kernel: str, mask_name: str, seqlen: int, direction: str, args, warm
     row.update({f"{name}_rel_diff": rel_diff(out, outs["direct"]) for name, out in outs.items() if name != "direct"})
     row["rel_diff"] = row["plugin_rel_diff"]
     del outs
-    step = {name: steps(call, q, k, v, direction) for name, call in calls.items()}
+    dout = seeded_dout(problem) if direction != "fwd" else None
+    step = {name: make_step(functools.partial(call, q, k, v), (q, k, v), direction, dout)
+            for name, call in calls.items()}
     for fn in step.values():
         fn()  # compile / JIT outside the timings
     if warm_only:

@@ -154,13 +154,18 @@ def make_inputs(problem: Problem, sample: int = 0, requires_grad: bool = False):
     gen = torch.Generator(device="cpu").manual_seed(problem.seed * 1000003 + sample)
     shapes = [(problem.batch, problem.seqlen, h, problem.head_dim)
               for h in (problem.heads_q, problem.heads_kv, problem.heads_kv)]
-    tensors = []
-    for shape in shapes:
-        if problem.device_type == "cuda":  # generate on the GPU: large inputs would be slow on the host
-            seed = int(torch.randint(1 << 62, (1,), generator=gen))
-            gen_dev = torch.Generator(device=problem.device).manual_seed(seed)
-            t = torch.randn(shape, generator=gen_dev, device=problem.device, dtype=problem.torch_dtype)
-        else:
-            t = torch.randn(shape, generator=gen, dtype=torch.float32).to(problem.torch_dtype)
-        tensors.append(t.requires_grad_(requires_grad))
-    return tensors
+    return [seeded_normal(problem, shape, gen).requires_grad_(requires_grad) for shape in shapes]
+
+
+def seeded_normal(problem: Problem, shape: tuple[int, ...], gen):
+    """A normal tensor drawn from the CPU generator `gen`, in the problem's dtype on its device.
+
+    On a GPU it is drawn there from a seed `gen` gives (large tensors would be slow on the host);
+    the same seed gives the same tensor on every rank of a CP group."""
+    import torch
+
+    if problem.device_type == "cuda":
+        seed = int(torch.randint(1 << 62, (1,), generator=gen))
+        gen_dev = torch.Generator(device=problem.device).manual_seed(seed)
+        return torch.randn(shape, generator=gen_dev, device=problem.device, dtype=problem.torch_dtype)
+    return torch.randn(shape, generator=gen, dtype=torch.float32).to(problem.torch_dtype)

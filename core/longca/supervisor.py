@@ -70,7 +70,8 @@ def measure_case(problem: Problem, options: RunOptions, on_phase: Callable[[str]
                  registry: Any = None) -> ResultRow:
     """One case in this process as a worker measures it: the row, the GPU's state around its timed
     calls (`longca.gpustate`) and, where it ran, the kernel's caveat."""
-    from . import gpustate, integrity, measure
+    from . import gpustate, integrity
+    from .measure import Phases, run_problem
 
     recorder = gpustate.Recorder(problem.device)
 
@@ -78,11 +79,7 @@ def measure_case(problem: Problem, options: RunOptions, on_phase: Callable[[str]
         recorder.on_phase(name)
         on_phase(name)
 
-    measure.set_phase_listener(heard)
-    try:
-        row = recorder.finish(measure.run_problem(problem, options, registry))
-    finally:
-        measure.set_phase_listener(None)
+    row = recorder.finish(run_problem(problem, options, registry, Phases(heard)))
     if row.backend:  # it ran: what its number must be read with
         row.caveat = integrity.caveat_of(problem, registry)
     return row

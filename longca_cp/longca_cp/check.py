@@ -9,19 +9,12 @@ import torch
 import torch.distributed as dist
 
 from longca import reference
-from longca.measure import rel_err
+from longca.measure import rel_err, seeded_dout
 from longca.plugins import Registry, get_registry
 from longca.problem import Problem, build_mask, make_inputs
 from .inner import inner_kernel
 
 log = logging.getLogger(__name__)
-
-
-def global_dout(problem: Problem, sample: int = 0) -> torch.Tensor:
-    """The seeded output gradient (B, S, Hq, D), identical on every rank."""
-    gen = torch.Generator(device="cpu").manual_seed(problem.seed * 1000003 + sample + 7)
-    shape = (problem.batch, problem.seqlen, problem.heads_q, problem.head_dim)
-    return torch.randn(shape, generator=gen, dtype=torch.float32).to(problem.device, problem.torch_dtype)
 
 
 def outputs(spec, plan, problem: Problem, mask, q, k, v, dout: Optional[torch.Tensor]):
@@ -82,7 +75,7 @@ def check_problem(problem: Problem, options: dict[str, Any], group=None,
     resolved = spec.resolve_options(problem, options) if spec.resolve_options else dict(options)
     plan = spec.prepare(problem, mask, inner, group, resolved)
     q, k, v = make_inputs(problem, sample)
-    dout = global_dout(problem, sample) if problem.direction != "fwd" else None
+    dout = seeded_dout(problem, sample) if problem.direction != "fwd" else None
     return compare(spec, plan, problem, mask, q, k, v, dout)
 
 
@@ -130,7 +123,7 @@ def transfer_cases(device: str, cases: list[dict[str, Any]]) -> list[dict[str, A
         local = [spec.dispatch(t, plan).detach().requires_grad_(True) for t in make_inputs(problem, 0)]
         with recording() as fwd:
             out = spec.attention(*local, plan)
-        dout = spec.dispatch(global_dout(problem, 0), plan)
+        dout = spec.dispatch(seeded_dout(problem, 0), plan)
         with recording() as bwd:
             torch.autograd.grad(out, local, dout)
         answers.append({"fwd": fwd, "bwd": bwd, "options": options})

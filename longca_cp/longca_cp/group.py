@@ -54,22 +54,23 @@ def _rank_main(rank: int, world: int, store: str, backend: str, device: str, con
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     import torch
 
-    from longca import measure
+    from longca.measure import Phases
     from .launch import init_group
     from .measure import measure_rank
 
     if not device.startswith("cuda"):
         torch.set_num_threads(threads)
-    measure.set_phase_listener(lambda name: conn.send(("phase", name)))
-    measure.phase("group start")
+    phases = Phases(lambda name: conn.send(("phase", name)))
+    phases("group start")
     local_device = init_group(backend, device, rank, world, f"file://{store}", collective_timeout_s)
     for _, fields, options, run_fields in procs.requests(conn):
         try:
-            row = measure_rank(Problem(**{**fields, "device": local_device}), options, RunOptions(**run_fields))
+            row = measure_rank(Problem(**{**fields, "device": local_device}), options, RunOptions(**run_fields),
+                               phases=phases)
             conn.send(("done", row.model_dump() if row is not None else None))
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - the supervisor builds the row from every rank
             conn.send(("failed", {"reason": failure_reason(exc), "status": failure_status(exc),
-                                  "phase": measure.current_phase(), "at": time.time()}))
+                                  "phase": phases.current, "at": time.time()}))
 
 
 class RankGroup:

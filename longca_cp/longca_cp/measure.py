@@ -18,15 +18,16 @@ import torch.distributed as dist
 
 from longca.errors import LongcaError, UnsupportedError
 from longca.flops import attention_flops
-from longca.measure import (TOLERANCE, RunOptions, Sample, check_grads, check_tensor, current_phase, fail, finish,
-                       check_mode, mask_of, mask_refusal, n_samples, phase, summarize_samples, time_step)
+from longca.measure import (TOLERANCE, Phases, RunOptions, Sample, check_mode, checked_step, fail, finish, mask_of,
+                            mask_refusal, n_samples, seeded_dout, summarize_samples, time_step)
 from longca.plugins import Registry, get_registry
 from longca.problem import Problem, check_mask_params, make_inputs
 from longca.results import ResultRow, new_row
 from longca.timing import host_ms
-from .accounting import balance, median_balance
-from .check import compare, global_dout, spot_compare
+from .accounting import balance, balance_of, median_balance, rank_totals
+from .check import compare, spot_compare
 from .inner import inner_kernel, inner_unsupported
+from .schedule import capturing
 
 log = logging.getLogger(__name__)
 
@@ -52,75 +53,67 @@ def unsupported(problem: Problem, options: dict[str, Any], registry: Optional[Re
     return spec.supports(problem, options) if spec.supports else None
 
 
-def _sample(spec, problem: Problem, options: dict, inner, sample: int, run: RunOptions, check: bool,
-            group, device: torch.device, registry: Registry) -> Sample:
-    needs_grad = problem.direction != "fwd"
-    mask = mask_of(problem, sample, registry)
-    # the inner kernel may refuse this mask (a planner that cannot map its slices): every rank
-    # decides the same from the same global mask, so they all stop here together
-    refusal = mask_refusal(registry.kernel(problem.kernel), problem.with_(strategy=None, world_size=1), mask)
-    if refusal:
-        raise UnsupportedError(f"inner kernel {problem.kernel}: {refusal}")
-    phase("inputs")
-    q, k, v = make_inputs(problem, sample)
-    phase("prepare")
-    prepare_ms, plan = host_ms(lambda: spec.prepare(problem, mask, inner, group, options), device)
-    ql, kl, vl = (spec.dispatch(t, plan).detach().requires_grad_(needs_grad) for t in (q, k, v))
-    dout_g = global_dout(problem, sample) if needs_grad else None
-    dout = spec.dispatch(dout_g, plan) if needs_grad else None
-    phase("first call")
-    if problem.direction == "fwd":
-        def step():
-            with torch.no_grad():
-                return spec.attention(ql, kl, vl, plan)
-        check_tensor("this rank's output", step(), ql)
-    else:
-        out = spec.attention(ql, kl, vl, plan)
-        check_tensor("this rank's output", out, ql)
-        phase("backward")
-        check_grads(torch.autograd.grad(out, (ql, kl, vl), dout, retain_graph=True), (ql, kl, vl))
-        if problem.direction == "bwd":
-            def step():
-                return torch.autograd.grad(out, (ql, kl, vl), dout, retain_graph=True)
-        else:
-            def step():
-                return torch.autograd.grad(spec.attention(ql, kl, vl, plan), (ql, kl, vl), dout)
-    timed = time_step(step, device, run, before_timing=lambda: dist.barrier(group))
-    phase("gather")
-    ranks: list = [None] * dist.get_world_size(group)
-    dist.all_gather_object(ranks, [timed.times, timed.peak, prepare_ms], group=group)
+def _reduce(ranks: list) -> tuple[tuple[float, float, float], list[float], Optional[int], float, float]:
+    """Across ranks, as in the paper: the mean rank median (and mean percentiles and iterations);
+    the largest peak, prepare time and rank median (which bounds a training step)."""
     medians = [float(np.median(r[0])) for r in ranks]
-    mean = float(np.mean(medians))
-    # as in the paper: the mean over ranks; percentiles and iterations likewise averaged over ranks
     p20 = float(np.mean([np.percentile(r[0], 20) for r in ranks]))
     p80 = float(np.mean([np.percentile(r[0], 80) for r in ranks]))
     iterations = [float(t) for t in np.mean([r[0] for r in ranks], axis=0)]
     peaks = [r[1] for r in ranks if r[1] is not None]
+    return ((float(np.mean(medians)), p20, p80), iterations, max(peaks) if peaks else None,
+            float(max(r[2] for r in ranks)), float(max(medians)))
+
+
+def _sample(spec, problem: Problem, options: dict, inner, sample: int, run: RunOptions, check: bool,
+            group, device: torch.device, registry: Registry, phases: Phases) -> Sample:
+    needs_grad = problem.direction != "fwd"
+    mask = mask_of(problem, sample, registry, phases)
+    # the inner kernel may refuse this mask (a planner that cannot map its slices): every rank
+    # decides the same from the same global mask, so they all stop here together
+    refusal = mask_refusal(registry.kernel(problem.kernel), problem.with_(strategy=None, world_size=1), mask, phases)
+    if refusal:
+        raise UnsupportedError(f"inner kernel {problem.kernel}: {refusal}")
+    phases("inputs")
+    q, k, v = make_inputs(problem, sample)
+    phases("prepare")
+    with capturing() as built:  # the schedule prepare builds its plan from: the row's accounting reuses it
+        prepare_ms, plan = host_ms(lambda: spec.prepare(problem, mask, inner, group, options), device)
+    ql, kl, vl = (spec.dispatch(t, plan).detach().requires_grad_(needs_grad) for t in (q, k, v))
+    dout_g = seeded_dout(problem, sample) if needs_grad else None
+    dout = spec.dispatch(dout_g, plan) if needs_grad else None
+    step = checked_step(lambda: spec.attention(ql, kl, vl, plan), (ql, kl, vl), problem.direction, dout, phases,
+                        "this rank's output")
+    timed = time_step(step, device, run, before_timing=lambda: dist.barrier(group), phases=phases)
+    phases("gather")
+    ranks: list = [None] * dist.get_world_size(group)
+    dist.all_gather_object(ranks, [timed.times, timed.peak, prepare_ms], group=group)
+    ms, iterations, peak, prepare_max, slowest = _reduce(ranks)
     flops = attention_flops(mask.area, problem.heads_q, problem.head_dim, problem.batch, problem.direction)
-    world = dist.get_world_size(group)
     errors = None
     mode = check_mode(problem, mask, run) if check else "no"
     if mode != "no":
-        phase("check")
+        phases("check")
         errors = (compare(spec, plan, problem, mask, q, k, v, dout_g) if mode == "full"
                   else spot_compare(spec, plan, problem, mask, q, k, v))
     extra: dict[str, Any] = {"flops_total": flops}
-    if dist.get_rank(group) == 0 and spec.schedule is not None:
-        extra["balance"] = balance(problem, mask, options, registry)  # from the strategy's own schedule
+    if dist.get_rank(group) == 0 and spec.schedule is not None:  # from the strategy's own schedule
+        extra["balance"] = (balance_of(rank_totals(built[0])) if len(built) == 1
+                            else balance(problem, mask, options, registry))
     # TFLOP/s per GPU: the problem's FLOPs over the world size
-    return Sample((mean, p20, p80), iterations, mask.area, flops / world, max(peaks) if peaks else None,
-                  float(max(r[2] for r in ranks)), errors, ms_max_rank=float(max(medians)), extra=extra,
-                  checked=mode)
+    return Sample(ms, iterations, mask.area, flops / dist.get_world_size(group), peak, prepare_max, errors,
+                  ms_max_rank=slowest, extra=extra, checked=mode)
 
 
 def measure_rank(problem: Problem, options: dict[str, Any], run: RunOptions, group=None,
-                 registry: Optional[Registry] = None) -> Optional[ResultRow]:
+                 registry: Optional[Registry] = None, phases: Optional[Phases] = None) -> Optional[ResultRow]:
     """This rank's part of one CP case (collective): the row on rank 0, None on the others.
 
     Raises whatever the strategy raised on this rank: the caller decides what the row says
     (`measure` here, or the group supervisor in `longca_cp.group`, which hears every rank)."""
     registry = registry or get_registry()
     group = group or dist.group.WORLD
+    phases = phases or Phases()
     spec = registry.strategy(problem.strategy)
     device = torch.device(problem.device)
     row = new_row(problem, strategy_options=dict(options))
@@ -128,7 +121,7 @@ def measure_rank(problem: Problem, options: dict[str, Any], run: RunOptions, gro
     row.backend = inner.backend
     try:
         samples = [_sample(spec, problem, options, inner, sample, run, bool(run.check) and sample == 0, group, device,
-                           registry) for sample in range(n_samples(problem, run, registry))]
+                           registry, phases) for sample in range(n_samples(problem, run, registry))]
     except UnsupportedError as exc:  # the inner kernel refused the mask it was given: every rank alike
         row.status, row.reason = "unsupported", str(exc)
         return row if dist.get_rank(group) == 0 else None
@@ -151,13 +144,14 @@ def measure(problem: Problem, options: dict[str, Any], run: Optional[RunOptions]
     """
     run = run or RunOptions()
     group = group or dist.group.WORLD
+    phases = Phases()
     try:
-        return measure_rank(problem, options, run, group, registry)
+        return measure_rank(problem, options, run, group, registry, phases)
     except LongcaError:
         raise
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - recorded in the row
         log.debug("CP case failed", exc_info=True)
-        row = fail(new_row(problem, strategy_options=dict(options)), exc, current_phase())
+        row = fail(new_row(problem, strategy_options=dict(options)), exc, phases.current)
         row.reason = f"rank {dist.get_rank(group)} saw: {row.reason}"
         return row if dist.get_rank(group) == 0 else None
 

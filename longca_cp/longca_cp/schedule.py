@@ -19,14 +19,37 @@ Memory is proportional to the number of calls of one rank at a time, never to SÂ
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
 from longca.problem import Problem
 from .calls import Call, CallTable, key_buffers, pair_table, sources_table
 from .layout import Layout, make_layout, subdivide
+
+_built: ContextVar[Optional[list[Any]]] = ContextVar("longca_cp_schedules_built", default=None)
+
+
+@contextmanager
+def capturing() -> Iterator[list[Any]]:
+    """The schedules built inside the block. A strategy's `prepare` builds its plan from one, so a
+    measured case's accounting reuses it instead of building the same schedule again."""
+    built: list[Any] = []
+    token = _built.set(built)
+    try:
+        yield built
+    finally:
+        _built.reset(token)
+
+
+def _note(schedule: Any) -> None:
+    built = _built.get()
+    if built is not None:
+        built.append(schedule)
+
 
 ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 COLLECTIVES = ("all_to_all", "all_gather", "reduce_scatter", "p2p")
@@ -111,6 +134,7 @@ class RingSchedule:
         self.ring_layout = make_layout(self.layout_kind, self.problem.seqlen, self.ring_size, self.mask_slices)
         self.layout = subdivide(self.ring_layout, self.head_degree)
         self.kv_repeat = kv_repeat(self.problem.heads_q, self.problem.heads_kv, self.head_degree)
+        _note(self)
 
     @property
     def world(self) -> int:
@@ -244,6 +268,7 @@ class GatherSchedule:
 
     def __post_init__(self) -> None:
         self.layout = make_layout(self.layout_kind, self.problem.seqlen, self.problem.world_size, self.mask_slices)
+        _note(self)
 
     @property
     def world(self) -> int:

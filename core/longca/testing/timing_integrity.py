@@ -56,9 +56,9 @@ def timer_tampering() -> list[str]:
         if getattr(getattr(fn, "__code__", None), "co_filename", None) is None \
                 or os.path.abspath(fn.__code__.co_filename) != longca_timing:
             problems.append(f"longca.timing.{name} is replaced ({fn!r})")
-    for name in ("time_by_mode", "host_ms"):
-        if getattr(measure, name) is not getattr(timing, name):
-            problems.append(f"longca.measure.{name} is not longca.timing.{name}")
+    for module, name in ((measure.step, "time_by_mode"), (measure.case, "host_ms")):  # where the path calls them
+        if getattr(module, name) is not getattr(timing, name):
+            problems.append(f"{module.__name__}.{name} is not longca.timing.{name}")
     torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
     event = torch.cuda.Event
     if event is not torch.cuda.streams.Event or not event.__module__.startswith("torch.cuda"):
