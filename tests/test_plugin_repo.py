@@ -1,9 +1,8 @@
 """Every plugin of this repository loads, and every kernel plugin passes the conformance suite.
 
-A kernel plugin's own tests usually run the suite. With `conformance_tests` (one test per case,
-CUDA cases marked `gpu`) nothing is repeated here; with `run_conformance` (one unmarked test)
-the CUDA cases run here too, so that `pytest -m longca_gpu` on a GPU machine covers every kernel.
-Kernels whose plugin tests do not mention the suite get every case here.
+A kernel plugin's own tests run the suite with `conformance_tests` (one test per case, CUDA cases
+marked `longca_gpu`), so nothing is repeated here; kernels whose plugin tests do not mention it get
+every case here.
 """
 from __future__ import annotations
 
@@ -27,12 +26,9 @@ def distribution(folder: Path) -> str:
     return tomllib.loads((folder / "pyproject.toml").read_text())["project"]["name"]
 
 
-def own_suite(folder: Path) -> str:
-    """How the plugin's own tests run the conformance suite: "cases", "single" or "" (not at all)."""
-    text = "".join(path.read_text() for path in (folder / "tests").rglob("*.py"))
-    if "conformance_tests(" in text:
-        return "cases"
-    return "single" if any(w in text for w in ("run_conformance(", "longca_conformance")) else ""
+def own_suite(folder: Path) -> bool:
+    """Whether the plugin's own tests run the conformance suite, one test per case."""
+    return any("conformance_tests(" in path.read_text() for path in (folder / "tests").rglob("*.py"))
 
 
 @pytest.mark.parametrize("folder", PLUGIN_DIRS, ids=lambda p: p.name)
@@ -57,10 +53,9 @@ def _params() -> list:
 
     params = []
     for kernel, folder in _kernels():
-        own = own_suite(folder)
+        if own_suite(folder):
+            continue
         for case in conformance_cases(kernel):
-            if own == "cases" or (own == "single" and case.device != "cuda"):
-                continue
             marks = case_marks(case)
             params.append(pytest.param(case, id=f"{kernel}-{case.id}", marks=marks))
     return params

@@ -28,7 +28,7 @@ WILDCARDS = {ANY_STATIC: "static", ANY_BLOCK_SPARSE: "block_sparse", ANY_MASK: "
 
 log = logging.getLogger(__name__)
 
-BUILTIN_MODULES = ("longca.masks.catalog", "longca.samplers", "longca.reference")
+BUILTIN_MODULES = ("longca.masks.catalog", "longca.samplers", "longca.builtins.reference")
 ENTRY_POINT_GROUP = "longca"
 IMPORT_TIMEOUT_S = 60.0  # a plugin's import that takes longer is reported as hanging
 UNAVAILABLE = "unavailable: "

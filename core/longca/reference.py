@@ -14,11 +14,8 @@ import numpy as np
 import torch
 
 from .autograd import lse_attention
-from .flops import reference_refusal
-from .hookspecs import hookimpl
 from .masks import slices as sl
 from .masks.mask import Mask
-from .specs import ANY_BLOCK_SPARSE, ANY_STATIC, KernelSpec
 
 # rows -> (first key, end key, bool tensor (groups, rows, keys)) or None when the rows see nothing
 MaskRows = Callable[[int, int], Optional[tuple[int, int, torch.Tensor]]]
@@ -134,34 +131,4 @@ def attention(q, k, v, source: MaskSource, softmax_scale: Optional[float] = None
                                                                          softmax_scale), q, k, v)
 
 
-def _prepare(problem, mask: Mask, q, k, v) -> Mask:
-    return mask
-
-
-def _run(mask: Mask, q, k, v) -> torch.Tensor:
-    return attention(q, k, v, mask)
-
-
-def _supports(problem) -> Optional[str]:
-    """Refuses sizes it cannot finish in reasonable time (full S x S area, the upper bound)."""
-    return reference_refusal(float(problem.seqlen) ** 2, problem.heads_q, problem.head_dim, problem.batch,
-                             problem.direction, problem.device)
-
-
-REFERENCE = KernelSpec(
-    name="reference",
-    family="dense",
-    description="exact attention in float32, chunked over query rows (the yardstick for --check)",
-    masks=(ANY_STATIC, ANY_BLOCK_SPARSE),
-    prepare=_prepare,
-    run=_run,
-    forward_lse=forward_lse,
-    backward_lse=backward_lse,
-    backend=lambda: "longca.reference",
-    supports=_supports,
-)
-
-
-@hookimpl
-def longca_kernels() -> list[KernelSpec]:
-    return [REFERENCE]
+from .builtins.reference import REFERENCE  # noqa: E402,F401 - the registration, light (imports this module lazily)

@@ -30,7 +30,7 @@ def comm_bench(
     from longca_cp.launch import default_backend, init_group, spawn, under_torchrun
     from longca.sizes import parse_size
 
-    from .main import default_device
+    from longca.given import default_device
 
     device = device or default_device()
     backend = backend or default_backend(device)

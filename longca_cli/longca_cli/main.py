@@ -13,7 +13,8 @@ import typer
 
 from longca.errors import LongcaError
 
-from . import render
+from . import comm_bench, compare_cmd, dist_run, recommend, render, simulate
+from . import options as opt
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Benchmark long-context attention kernels and context-parallel strategies.")
@@ -132,51 +133,25 @@ def list_cp(fmt: str = FormatOpt) -> None:
     render.listing(strategy_rows(_registry()), fmt, ["name", "distribution", "masks", "options", "description"])
 
 
-def parse_params(items: Optional[List[str]], what: str) -> dict[str, Any]:
-    """`key=value` pairs; values that look like numbers become numbers."""
-    out: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise LongcaError(f"malformed {what} {item!r}; expected NAME=VALUE, e.g. window=512")
-        for cast in (int, float):
-            try:
-                out[key.strip()] = cast(value)
-                break
-            except ValueError:
-                continue
-        else:
-            out[key.strip()] = value
-    return out
-
-
-def default_device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 @app.command()
 @cli_errors
 def run(
     kernel: str = typer.Option(..., help="kernel name (see list-kernels)"),
-    mask: str = typer.Option("causal", help="mask name (see list-masks)"),
-    seqlen: str = typer.Option("8k", help="total tokens: 8k, 8192, 1M"),
-    heads: str = typer.Option("32:32", help="query:kv heads, e.g. 64:8"),
-    head_dim: int = typer.Option(128, help="dimension of each head"),
-    batch: int = typer.Option(1, help="sequences per call"),
-    dtype: str = typer.Option("bfloat16", help="bfloat16, float16 or float32"),
-    direction: str = typer.Option("fwd", help="fwd, bwd or fwdbwd"),
-    device: Optional[str] = typer.Option(None, help="cpu or cuda (default: cuda when present)"),
-    sampler: str = typer.Option("auto", help="document-length sampler (see list-samplers)"),
-    seed: int = typer.Option(0, help="seed of the mask draws and the inputs"),
-    mask_param: Optional[List[str]] = typer.Option(None, "--mask-param",
-                                                   help="override a mask parameter, e.g. window=512"),
-    sampler_param: Optional[List[str]] = typer.Option(None, "--sampler-param",
-                                                      help="sampler parameter, e.g. doc_len=2048"),
-    warmup: int = typer.Option(5, help="untimed calls before timing"),
-    repeat: int = typer.Option(20, help="timed calls (median reported)"),
-    samples: int = typer.Option(5, help="mask draws for document masks (median reported)"),
+    mask: str = opt.Mask(),
+    seqlen: str = opt.Seqlen(),
+    heads: str = opt.Heads(),
+    head_dim: int = opt.HeadDim,
+    batch: int = opt.Batch,
+    dtype: str = opt.Dtype,
+    direction: str = opt.Direction,
+    device: Optional[str] = opt.Device,
+    sampler: str = opt.Sampler,
+    seed: int = opt.Seed,
+    mask_param: Optional[List[str]] = opt.MaskParam,
+    sampler_param: Optional[List[str]] = opt.SamplerParam,
+    warmup: int = opt.Warmup,
+    repeat: int = opt.Repeat,
+    samples: int = opt.Samples,
     check: bool = typer.Option(False, "--check/--no-check", help="compare with the float32 reference"),
     output: Optional[Path] = typer.Option(None, help="also append the row to OUTPUT/results.jsonl"),
     timeout: Optional[float] = typer.Option(None, help="seconds the case may take (default: scaled with its FLOPs)"),
@@ -186,19 +161,14 @@ def run(
 ) -> None:
     """Measure one case given by flags, in a worker process bounded by --timeout."""
     _check_format(fmt)
+    from longca.given import problem_from
     from longca.measure import RunOptions
-    from longca.supervisor import Supervisor
-    from longca.problem import Problem
     from longca.outdir import OutputFolder
     from longca.results import ResultsWriter
-    from longca.sizes import parse_heads, parse_size
+    from longca.supervisor import Supervisor
 
-    hq, hkv = parse_heads(heads)
-    problem = Problem(kernel=kernel, mask=mask, seqlen=parse_size(seqlen), heads_q=hq, heads_kv=hkv,
-                      head_dim=head_dim, batch=batch, dtype=dtype, direction=direction,
-                      device=device or default_device(), sampler=sampler, seed=seed,
-                      mask_params=parse_params(mask_param, "--mask-param"),
-                      sampler_params=parse_params(sampler_param, "--sampler-param"))
+    problem = problem_from(kernel, mask, seqlen, heads, head_dim, batch, dtype, direction, device, sampler, seed,
+                           mask_param, sampler_param)
     from longca.timing import check_timing
 
     check_timing(timing, problem.device)
@@ -236,41 +206,21 @@ def sweep(
                                                                   "comma-separated (e.g. those installed now)"),
 ) -> None:
     """Run a grid from a TOML spec; rows are appended to OUTPUT/results.jsonl as they finish."""
-    from longca.sweep import default_output, load_spec, problems, run_sweep
+    from longca.sweep import default_output, plan, run_sweep
 
-    sweep_spec = load_spec(spec, _registry())
-    if kernels is not None:
-        chosen = [k.strip() for k in kernels.split(",") if k.strip()]
-        unknown = [k for k in chosen if k not in sweep_spec.kernels]
-        if unknown or not chosen:
-            raise LongcaError(f"--kernels {kernels!r}: not in the spec's kernels ({', '.join(sweep_spec.kernels)})")
-        sweep_spec = sweep_spec.model_copy(update={"kernels": chosen})
-    if device is not None:
-        if device not in ("cpu", "cuda"):
-            raise LongcaError(f"--device {device!r}: use cpu or cuda")
-        sweep_spec = sweep_spec.model_copy(update={"device": device})
-    cases = list(problems(sweep_spec))
+    sweep_plan = plan(spec, _registry(), kernels=kernels, device=device)
+    cases = sweep_plan.cases
     if dry_run:
         for p in cases:
-            cp = f"{p.strategy} x{p.world_size} " if p.strategy else ""
-            typer.echo(f"{cp}{p.kernel} {p.mask} {p.seqlen} {p.heads_q}:{p.heads_kv} d{p.head_dim} {p.dtype} "
-                       f"{p.direction}")
+            typer.echo(render.case_line(p))
         typer.echo(f"{len(cases)} cases", err=True)
         return
-    out = output or default_output(sweep_spec)
+    out = output or default_output(sweep_plan.spec)
     max_seconds = None if max_minutes is None else 60 * max_minutes
-    rows = render.with_progress(len(cases), lambda tick: run_sweep(sweep_spec, out, resume, tick, _registry(),
-                                                                   max_seconds))
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row.status] = counts.get(row.status, 0) + 1
-    typer.echo(f"{len(rows)} cases run into {out / 'results.jsonl'}: "
-               + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())), err=True)
-    if max_minutes is None:
-        return
-    from longca.results import ResultsWriter, case_id
-
-    left = len(cases) - len(ResultsWriter(out / "results.jsonl").done_ids() & {case_id(p) for p in cases})
+    rows = render.with_progress(len(cases), lambda tick: run_sweep(sweep_plan.spec, out, resume, tick, _registry(),
+                                                                   max_seconds, cases))
+    typer.echo(f"{len(rows)} cases run into {out / 'results.jsonl'}: {render.status_counts(rows)}", err=True)
+    left = sweep_plan.not_run(out) if max_minutes is not None else 0
     if left:
         typer.echo(f"{left} of {len(cases)} cases not run yet (--max-minutes {max_minutes:g}); "
                    f"continue with: longca sweep {spec} --output {out} --resume"
@@ -310,18 +260,20 @@ def bench(
                                 help="continue the run in OUTPUT (its cases are skipped), then rewrite the report"),
 ) -> None:
     """The default benchmark: the paper's dense setting at 4K-16K on a GPU, else a small CPU run; then the report."""
-    from longca.sweep import load_spec, problems, run_sweep
+    from longca.sweep import plan, run_sweep
+
+    from longca.given import default_device
 
     from .report import write_report
     from .specs import default_spec_path
 
     path = default_spec_path(default_device())
-    sweep_spec = load_spec(path, _registry(), installed_kernels_only=True)
-    n = len(list(problems(sweep_spec)))
+    bench_plan = plan(path, _registry(), installed_kernels_only=True)
     log = output / LOG_FILE
     typer.echo(f"running {path.name} into {output} (library warnings: {log})", err=True)
     with warnings_to(log):
-        render.with_progress(n, lambda tick: run_sweep(sweep_spec, output, resume, tick, _registry()))
+        render.with_progress(len(bench_plan.cases), lambda tick: run_sweep(bench_plan.spec, output, resume, tick,
+                                                                           _registry(), cases=bench_plan.cases))
     written = write_report([output / "results.jsonl"], output, html=True)
     typer.echo(written["markdown"])
     typer.echo(f"report: {output / 'report.md'} (and report.html, report.csv, plots) in {output}", err=True)
@@ -360,26 +312,23 @@ def report(
 @cli_errors
 def show_mask(
     name: str = typer.Argument(..., help="mask name"),
-    seqlen: str = typer.Option("4k", help="total tokens: 4k, 4096"),
-    heads: str = typer.Option("1:1", help="heads, for block-sparse masks (one mask per head or KV group)"),
-    sampler: str = typer.Option("auto", help="document-length sampler (see list-samplers)"),
-    seed: int = typer.Option(0, help="seed of the mask draw"),
-    mask_param: Optional[List[str]] = typer.Option(None, "--mask-param",
-                                                   help="override a mask parameter, e.g. window=512"),
+    seqlen: str = opt.Seqlen("4k", "total tokens: 4k, 4096"),
+    heads: str = opt.Heads("1:1", "heads, for block-sparse masks (one mask per head or KV group)"),
+    sampler: str = opt.Sampler,
+    seed: int = opt.Seed,
+    mask_param: Optional[List[str]] = opt.MaskParam,
     output: Optional[Path] = typer.Option(None, help="PNG path (default: NAME.png)"),
     fmt: str = typer.Option("png", "--format", "-f", help="png or json (slices and drawn parameters)"),
 ) -> None:
     """Draw a mask as a PNG, or print its slices and every drawn parameter as JSON."""
     _check_format(fmt, ("png", "json"))
+    from longca.given import problem_from
     from longca.outdir import check_image_path
-    from longca.problem import Problem, build_mask
-    from longca.sizes import parse_heads, parse_size
+    from longca.problem import build_mask
 
     path = check_image_path(output or Path(f"{name}.png")) if fmt == "png" else None  # before building
-
-    hq, hkv = parse_heads(heads)
-    problem = Problem(kernel="reference", mask=name, seqlen=parse_size(seqlen), heads_q=hq, heads_kv=hkv,
-                      sampler=sampler, seed=seed, mask_params=parse_params(mask_param, "--mask-param"))
+    problem = problem_from("reference", name, seqlen, heads, sampler=sampler, seed=seed, mask_param=mask_param,
+                           device="cpu")
     built = build_mask(problem, registry=_registry())
     if fmt == "json":
         typer.echo(json.dumps(built.describe()))
@@ -401,25 +350,11 @@ def doctor(fmt: str = FormatOpt) -> None:
     render.doctor(doctor_report(_registry()), fmt)
 
 
-from .dist_run import dist_run as _dist_run  # noqa: E402 - the `dist-run` command (context parallelism)
-
-app.command("dist-run")(cli_errors(_dist_run))
-
-from .simulate import simulate as _simulate  # noqa: E402 - `longca simulate` (CP at any world size)
-
-app.command("simulate")(cli_errors(_simulate))
-
-from .compare_cmd import compare as _compare  # noqa: E402 - the `compare` command (performance gate)
-
-app.command("compare")(cli_errors(_compare))
-
-from .recommend import recommend as _recommend  # noqa: E402 - `longca recommend` (ranked CP choices)
-
-app.command("recommend")(cli_errors(_recommend))
-
-from .comm_bench import comm_bench as _comm_bench  # noqa: E402 - `longca comm-bench` (simulator calibration)
-
-app.command("comm-bench")(cli_errors(_comm_bench))
+app.command("dist-run")(cli_errors(dist_run.dist_run))  # context parallelism
+app.command("simulate")(cli_errors(simulate.simulate))  # CP at any world size
+app.command("compare")(cli_errors(compare_cmd.compare))  # performance gate
+app.command("recommend")(cli_errors(recommend.recommend))  # ranked CP choices
+app.command("comm-bench")(cli_errors(comm_bench.comm_bench))  # simulator calibration
 
 
 def run_cli() -> None:  # console-script entry point

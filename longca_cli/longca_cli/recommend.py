@@ -9,6 +9,7 @@ import typer
 
 from longca.errors import LongcaError
 
+from . import options as opt
 from . import render
 
 COLUMNS = ["#", "kernel", "strategy", "options", "fwd+bwd ms", "fwd ms", "bwd ms", "TF/s/GPU", "GB/GPU", "±%",
@@ -16,11 +17,9 @@ COLUMNS = ["#", "kernel", "strategy", "options", "fwd+bwd ms", "fwd ms", "bwd ms
 
 
 def _cells(line) -> dict:
-    from .simulate import _options_text
-
     d = line.as_dict()
     cells = {"#": d["rank"] or "-", "kernel": d["kernel"], "strategy": d["strategy"],
-             "options": _options_text(d["options"]), "basis": d["basis"], "±%": f"{d['model_error_pct']:.0f}"}
+             "options": render.options_text(d["options"]), "basis": d["basis"], "±%": f"{d['model_error_pct']:.0f}"}
     if line.status in ("ok", "oom"):
         cells.update({"fwd+bwd ms": f"{line.step_ms:.4g}", "fwd ms": f"{line.fwd_ms:.4g}",
                       "bwd ms": f"{line.bwd_ms:.4g}", "TF/s/GPU": f"{line.tflops:.0f}",
@@ -32,18 +31,18 @@ def _cells(line) -> dict:
 
 
 def recommend(
-    mask: str = typer.Option(..., help="mask name (see list-masks)"),
-    seqlen: str = typer.Option(..., help="total tokens of one sequence, e.g. 512k"),
+    mask: str = opt.Mask(...),
+    seqlen: str = opt.Seqlen(..., "total tokens of one sequence, e.g. 512k"),
     gpus: int = typer.Option(..., help="GPUs the sequence is spread over (the CP world size)"),
     gpus_per_node: int = typer.Option(8, help="GPUs per node"),
-    heads: str = typer.Option("64:8", help="query:kv heads"),
-    head_dim: int = typer.Option(128),
-    dtype: str = typer.Option("bfloat16"),
-    batch: int = typer.Option(1),
+    heads: str = opt.Heads("64:8"),
+    head_dim: int = opt.HeadDim,
+    dtype: str = opt.Dtype,
+    batch: int = opt.Batch,
     kernels: Optional[str] = typer.Option(None, help="inner kernels to consider (default: every one with a fit)"),
     strategy: str = typer.Option("all", help="strategies to consider, comma-separated, or all"),
-    sampler: str = typer.Option("auto", help="document-length sampler (or corpus) for document masks"),
-    sampler_param: Optional[List[str]] = typer.Option(None, "--sampler-param", help="sampler parameter"),
+    sampler: str = opt.Sampler,
+    sampler_param: Optional[List[str]] = opt.SamplerParam,
     samples: int = typer.Option(3, help="mask draws for document masks"),
     topology: str = typer.Option("h100-sxm", help="h100-sxm or h200-sxm"),
     calibration: Optional[Path] = typer.Option(None, help="calibration file written by longca comm-bench"),
@@ -51,41 +50,16 @@ def recommend(
     results: Optional[List[Path]] = typer.Option(None, "--results",
                                                  help="result folders: refit kernels, and mark cases measured there"),
     top: int = typer.Option(20, help="lines to print (json prints all)"),
-    fmt: str = typer.Option("table", "--format", "-f", help="table or json"),
+    fmt: str = opt.Format,
 ) -> None:
     """Rank kernel x strategy x options by predicted fwd+bwd step time and memory per GPU."""
     if fmt not in ("table", "json"):
         raise LongcaError(f"unknown format {fmt!r}; known: table, json")
-    if gpus < 1 or gpus > 1024:
-        raise LongcaError(f"--gpus must be 1 to 1,024, got {gpus}")
-    from longca_sim.costmodel import fit_rows, load_fits, read_rows
-    from longca_sim.recommend import Setting
-    from longca_sim.recommend import recommend as rank
-    from longca.plugins import get_registry
-    from longca.sizes import parse_heads, parse_size
+    from longca_sim.request import Asked, recommendations
 
-    from .dist_run import _strategies
-    from .main import parse_params
-    from .simulate import pricing_from
-
-    registry = get_registry()
-    registry.mask(mask)
-    hq, hkv = parse_heads(heads)
-    fits, _ = load_fits()
-    fits.update(fit_rows(read_rows(results)) if results else {})
-    inner = [n for n in registry.names("kernels") if registry.kernel(n).forward_lse is not None]
-    names = [k.strip() for k in kernels.split(",")] if kernels else inner
-    for name in names:
-        registry.kernel(name)  # unknown names are input errors
-    pricings = {k: pricing_from(k, topology, gpus_per_node, calibration, figure, results, None) if k in fits else None
-                for k in names}
-    topo = next((p.topology for p in pricings.values() if p is not None), None)
-    if topo is None:
-        raise LongcaError(f"none of the kernels {', '.join(names)} has measured rows to price it; pass --results")
-    setting = Setting(mask, parse_size(seqlen), gpus, hq, hkv, head_dim, dtype, batch, sampler,
-                      parse_params(sampler_param, "--sampler-param"), 0, samples)
-    rows = read_rows(results) if results else []
-    lines = rank(setting, pricings, topo, rows, _strategies(strategy), registry)
+    lines, topo = recommendations(Asked(mask, seqlen, gpus, gpus_per_node, heads, head_dim, dtype, batch, kernels,
+                                        strategy, sampler, sampler_param, samples, topology, calibration, figure,
+                                        results))
     if fmt == "json":
         typer.echo(json.dumps([ln.as_dict() for ln in lines], indent=2, default=str))
         return

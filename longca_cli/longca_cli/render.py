@@ -162,3 +162,22 @@ def running(what: str, show: bool) -> Iterator[None]:
                   transient=True) as progress:
         progress.add_task(what, total=None)
         yield
+
+
+def case_line(p: Any) -> str:
+    """One case of a sweep as `--dry-run` lists it."""
+    cp = f"{p.strategy} x{p.world_size} " if p.strategy else ""
+    return f"{cp}{p.kernel} {p.mask} {p.seqlen} {p.heads_q}:{p.heads_kv} d{p.head_dim} {p.dtype} {p.direction}"
+
+
+def status_counts(rows: list[Any]) -> str:
+    """`3 ok, 1 unsupported`: how many rows of each status."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.status] = counts.get(row.status, 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+
+
+def options_text(options: Any) -> str:
+    """A CP row's strategy options as `name=value,...`, the default zigzag layout left out."""
+    return ",".join(f"{k}={v}" for k, v in (options or {}).items() if k != "layout" or v != "zigzag")

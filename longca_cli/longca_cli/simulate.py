@@ -16,21 +16,10 @@ COLUMNS = ["strategy", "W", "options", "fwd TF/s", "bwd TF/s", "fwd ms", "bwd ms
            "reason"]
 
 
-def _int_list(text: str, what: str) -> list[int]:
-    try:
-        return [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise LongcaError(f"malformed {what} {text!r}; expected numbers separated by commas, e.g. 8,16,32") from None
-
-
-def _options_text(options: Optional[dict[str, Any]]) -> str:
-    return ",".join(f"{k}={v}" for k, v in (options or {}).items() if k != "layout" or v != "zigzag")
-
-
 def display(row: ResultRow) -> dict[str, Any]:
     """A simulated row as the table's cells."""
     cells: dict[str, Any] = {"strategy": row["strategy"], "W": row["world_size"],
-                             "options": _options_text(row.get("strategy_options")), "reason": row.get("reason")}
+                             "options": render.options_text(row.get("strategy_options")), "reason": row.get("reason")}
     if row["status"] != "ok":
         cells["fwd TF/s"] = row["status"]
         return cells
@@ -45,22 +34,6 @@ def display(row: ResultRow) -> dict[str, Any]:
                   "calls/rank": bal["calls_max"], "peak GB": f"{row['peak_mem_bytes'] / 1e9:.1f}",
                   "measured %": f"{100 * sim['measured_share']:.0f}"})
     return cells
-
-
-def pricing_from(inner: str, topology: str, gpus_per_node: Optional[int], calibration: Optional[Path],
-                 figures: Optional[List[str]], results: Optional[List[Path]], fit: Optional[Path]):
-    from longca_sim.simulate import default_pricing
-    from longca_sim.topology import preset
-
-    from .main import parse_params
-
-    if gpus_per_node is not None and gpus_per_node < 1:
-        raise LongcaError("--gpus-per-node must be positive")
-    topo = preset(topology)
-    if calibration:
-        topo = topo.with_calibration(calibration)
-    topo = topo.override(gpus_per_node, parse_params(figures, "--set"))
-    return default_pricing(inner, topo, fit, results, calibrated=calibration is not None)
 
 
 def simulate(
@@ -92,20 +65,20 @@ def simulate(
         raise LongcaError(f"unknown format {fmt!r}; known: table, json")
     if (seqlen is None) == (seqlen_per_rank is None):
         raise LongcaError("give exactly one of --seqlen-per-rank and --seqlen")
-    from longca_sim.simulate import Grid, simulate_grid
+    from longca.given import parse_params
     from longca.plugins import get_registry
     from longca.results import ResultsWriter
     from longca.sizes import parse_heads, parse_size
-
-    from .dist_run import _strategies
-    from .main import parse_params
+    from longca_cp.request import strategy_names
+    from longca_sim.request import int_list, pricing_from
+    from longca_sim.simulate import Grid, simulate_grid
 
     hq, hkv = parse_heads(heads)
     pricing = pricing_from(inner, topology, gpus_per_node, calibration, figure, results, fit)
     get_registry().kernel(inner)
     get_registry().mask(mask)
-    names = _strategies(strategy)
-    grid = Grid(names, _int_list(world_sizes, "--world-sizes"), mask, inner, hq, hkv, head_dim,
+    names = strategy_names(strategy)
+    grid = Grid(names, int_list(world_sizes, "--world-sizes"), mask, inner, hq, hkv, head_dim,
                 parse_size(seqlen) if seqlen else None, parse_size(seqlen_per_rank) if seqlen_per_rank else None,
                 dtype, "fwdbwd", sampler, seed, batch, samples, parse_params(option, "--option"))
     rows = simulate_grid(grid, pricing)

@@ -10,17 +10,21 @@ builder; masks that give none fall back to the generic bounds form (`natural_mas
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
-import torch
 
 from .mask import Mask
+
+if TYPE_CHECKING:
+    import torch
 
 MaskMod = Callable[..., Any]
 
 
 def _doc_ids(mask: Mask, device) -> torch.Tensor:
+    import torch  # here, not at import: loading the registry (which lists these builders) stays torch-free
+
     lens = np.asarray(mask.params["doc_lens"], dtype=np.int64)
     return torch.from_numpy(np.repeat(np.arange(len(lens), dtype=np.int32), lens)).to(device)
 
@@ -104,6 +108,8 @@ def prefix_lm_causal(mask: Mask, device) -> MaskMod:
 
 
 def prefix_lm_document(mask: Mask, device) -> MaskMod:
+    import torch
+
     lens = np.asarray(mask.params["doc_lens"], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
     cut = np.repeat(starts + np.minimum(int(mask.params["prefix"]), lens), lens).astype(np.int32)

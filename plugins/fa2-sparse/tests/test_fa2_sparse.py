@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from longca.problem import Problem, build_mask, make_inputs
-from longca.testing.conformance import run_conformance
+from longca.testing import conformance_tests
 from longca_plugin_fa2_sparse import hooks
 
 
@@ -46,5 +46,4 @@ def test_available_reason():
     assert "block_sparse_attn is not installed" in hooks.available()
 
 
-def test_conformance():
-    run_conformance("fa2-sparse")
+test_conformance = conformance_tests("fa2-sparse")

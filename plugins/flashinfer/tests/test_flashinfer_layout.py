@@ -5,6 +5,8 @@ semantics (BSR rows of R queries attend the listed C-key blocks; per-KV-head blo
 blocks of the given sizes) to what longca passes them. The GPU suite runs the real kernels.
 """
 import math
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -62,15 +64,37 @@ def test_folded_bsr_matches_reference(heads):
     assert_close(out, reference.attention(q, k, v, m), 1e-5)
 
 
+class VariableWrapper:
+    """FlashInfer's VariableBlockSparseAttentionWrapper as documented: `plan` takes the block map and
+    the row and column block sizes per KV head, `run` attends HND views (`variable_attention`)."""
+
+    def __init__(self, workspace):
+        self.planned = None
+
+    def plan(self, block_map, row_sizes, col_sizes, heads_q, heads_kv, head_dim, **kwargs):
+        assert block_map.shape[0] == row_sizes.shape[0] == col_sizes.shape[0] == heads_kv
+        assert row_sizes.dtype == col_sizes.dtype == torch.int32
+        self.planned = (block_map, row_sizes, col_sizes)
+
+    def run(self, q, k, v):
+        return variable_attention(*self.planned, q, k, v)
+
+
 @pytest.mark.parametrize("heads", [(4, 4), (4, 2)])
-def test_variable_inputs_match_reference(heads):
+def test_variable_prepare_and_run_match_reference(heads, monkeypatch):
+    """The plugin's own prepare and run (block sizes, layouts, views) on a stand-in for the wrapper."""
+    flashinfer, sparse = types.ModuleType("flashinfer"), types.ModuleType("flashinfer.sparse")
+    sparse.VariableBlockSparseAttentionWrapper = VariableWrapper
+    flashinfer.sparse = sparse
+    monkeypatch.setitem(sys.modules, "flashinfer", flashinfer)
+    monkeypatch.setitem(sys.modules, "flashinfer.sparse", sparse)
+    monkeypatch.setattr(hooks, "WORKSPACE_BYTES", 1)
     p = problem("block_sparse_variable", heads, seqlen=300)
     m = build_mask(p)
     q, k, v = make_inputs(p)
-    sizes = torch.from_numpy(np.diff(m.layout.q_bounds)).to(torch.int32).repeat(heads[1], 1)
-    out = variable_attention(torch.from_numpy(m.layout.keep), sizes, sizes,
-                             q[0].transpose(0, 1), k[0].transpose(0, 1), v[0].transpose(0, 1))
-    assert_close(out.transpose(0, 1)[None], reference.attention(q, k, v, m), 1e-5)
+    prepared = hooks.prepare(p, m, q, k, v)
+    assert prepared.variable
+    assert_close(hooks.run(prepared, q, k, v), reference.attention(q, k, v, m), 1e-5)
 
 
 def test_variable_token_count_and_estimate():

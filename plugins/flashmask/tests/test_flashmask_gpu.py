@@ -18,6 +18,7 @@ import torch
 from longca.measure import TOLERANCE, RunOptions, run_problem
 from longca.masks.catalog import STATIC_MASKS
 from longca.problem import Problem
+from longca.testing import conformance_tests
 
 pytestmark = pytest.mark.longca_gpu
 CASES = {
@@ -41,11 +42,8 @@ def report():
             f.write("\n".join(lines) + "\n")
 
 
-def test_gpu_conformance():
-    """The whole conformance suite on CUDA (its CPU cases are too slow in Triton's interpreter)."""
-    from longca.testing.conformance import run_conformance
-
-    run_conformance("flashmask", device="cuda")
+# the conformance suite on CUDA, one test per case (its CPU cases are too slow in Triton's interpreter)
+test_gpu_conformance = conformance_tests("flashmask", devices=("cuda",))
 
 
 @pytest.mark.parametrize("case", list(CASES))

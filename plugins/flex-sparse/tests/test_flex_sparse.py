@@ -10,7 +10,7 @@ import torch
 
 from longca.measure import RunOptions, run_problem
 from longca.problem import Problem, build_mask
-from longca.testing.conformance import run_conformance
+from longca.testing import conformance_tests
 from longca_plugin_flex_sparse import blockmask, hooks
 
 pytestmark = pytest.mark.numerics  # float results: CI runs these again under another ATEN_CPU_CAPABILITY
@@ -78,9 +78,7 @@ def test_backward_on_cpu_is_refused():
     assert row["status"] == "unsupported" and "no backward on CPU" in row["reason"]
 
 
-def test_conformance_cuda():
-    """The whole suite on a GPU (skipped without one)."""
-    run_conformance("flex-sparse", device="cuda")
+test_conformance_cuda = conformance_tests("flex-sparse", devices=("cuda",))  # one test per case; skipped without a GPU
 
 
 def test_supports():

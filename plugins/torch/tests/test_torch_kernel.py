@@ -1,5 +1,3 @@
-from longca.testing.conformance import run_conformance
+from longca.testing import conformance_tests
 
-
-def test_conformance():
-    run_conformance("torch")
+test_conformance = conformance_tests("torch")  # one test per case; CUDA cases skip without a GPU

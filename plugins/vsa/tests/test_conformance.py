@@ -1,6 +1,4 @@
-from longca.testing.conformance import run_conformance
+"""On a CPU the CUDA cases skip visibly (the kernel needs a GPU); all run on one."""
+from longca.testing import conformance_tests
 
-
-def test_conformance():
-    """On a CPU the CUDA cases skip (the kernel is refused on CPU with a reason); all run on a GPU."""
-    run_conformance("vsa")
+test_conformance = conformance_tests("vsa")  # one test per case; CUDA cases skip without a GPU

@@ -1,0 +1,33 @@
+"""The problem options run, dist-run, show-mask and recommend share (typer options), declared once."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import typer
+
+
+def Mask(default: Any = "causal") -> Any:  # noqa: N802 - read as a type at the call site
+    return typer.Option(default, help="mask name (see list-masks)")
+
+
+def Seqlen(default: Any = "8k", help: str = "total tokens: 8k, 8192, 1M") -> Any:  # noqa: N802
+    return typer.Option(default, help=help)
+
+
+def Heads(default: str = "32:32", help: str = "query:kv heads, e.g. 64:8") -> Any:  # noqa: N802
+    return typer.Option(default, help=help)
+
+
+HeadDim = typer.Option(128, help="dimension of each head")
+Batch = typer.Option(1, help="sequences per call")
+Dtype = typer.Option("bfloat16", help="bfloat16, float16 or float32")
+Direction = typer.Option("fwd", help="fwd, bwd or fwdbwd")
+Device: Any = typer.Option(None, help="cpu or cuda (default: cuda when present)")
+Sampler = typer.Option("auto", help="document-length sampler (see list-samplers)")
+Seed = typer.Option(0, help="seed of the mask draws and the inputs")
+MaskParam: Optional[Any] = typer.Option(None, "--mask-param", help="override a mask parameter, e.g. window=512")
+SamplerParam: Optional[Any] = typer.Option(None, "--sampler-param", help="sampler parameter, e.g. doc_len=2048")
+Warmup = typer.Option(5, help="untimed calls before timing")
+Repeat = typer.Option(20, help="timed calls (median reported)")
+Samples = typer.Option(5, help="mask draws for document masks (median reported)")
+Format = typer.Option("table", "--format", "-f", help="table or json")
