@@ -9,6 +9,8 @@ from typer.testing import CliRunner
 from longca.plugins import get_registry
 from longca_cli.main import app
 
+pytestmark = pytest.mark.slow  # spawns ranks and worker processes
+
 SMALL = ["--inner", "reference", "--backend", "gloo", "--seqlen", "512", "--heads", "8:8", "--head-dim", "16",
          "--dtype", "float32", "--device", "cpu", "--warmup", "0", "--repeat", "2", "--samples", "2",
          "--format", "json"]

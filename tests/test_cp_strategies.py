@@ -12,7 +12,8 @@ import pytest
 
 from longca.plugins import get_registry
 
-pytestmark = pytest.mark.numerics  # float results: CI runs these again under another ATEN_CPU_CAPABILITY
+# numerics: float results, CI runs these again under another ATEN_CPU_CAPABILITY; slow: spawns gloo ranks
+pytestmark = [pytest.mark.numerics, pytest.mark.slow]
 
 STRATEGIES = ("ulysses", "ring-p2p", "ring-allgather", "usp", "loongtrain")
 MASKS = ("full", "causal", "full_document", "causal_document")

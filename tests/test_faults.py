@@ -15,6 +15,8 @@ from longca_cli.main import app
 
 from . import faults
 
+pytestmark = pytest.mark.slow  # kills workers, waits out deadlines, spawns ranks
+
 SPEC = """
     [sweep]
     kernels = {kernels}

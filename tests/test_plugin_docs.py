@@ -145,6 +145,7 @@ def test_guide_commands_are_the_tested_ones():
         assert base in guide, f"docs/writing-a-plugin.md no longer shows: {base}"
 
 
+@pytest.mark.slow  # pip-installs the guide's examples
 def test_worked_examples_install_and_run(tmp_path):
     assert set(guide_files()) == {"longca_plugin_docsdemo/kernel_hooks.py", "longca_plugin_docsdemo/mask_hooks.py",
                                   "longca_plugin_docsdemo/sampler_hooks.py", "longca_plugin_docsdemo/cp_hooks.py",

@@ -90,6 +90,7 @@ def kit(tmp_path_factory) -> dict[str, Path]:
     return {"site": site, "template": template, "generated": generated, "base": base}
 
 
+@pytest.mark.slow  # the kit fixture pip-installs the plugins
 def test_new_plugin_is_listed_and_runs_with_check(kit):
     kernels = {row["name"]: row for row in json.loads(longca(kit["site"], "list-kernels", "-f", "json").stdout)}
     row = kernels[NEW_NAME]
@@ -105,6 +106,7 @@ def test_new_plugin_is_listed_and_runs_with_check(kit):
     assert set(result["rel_err_detail"]) == {"out", "dq", "dk", "dv"}
 
 
+@pytest.mark.slow  # the kit fixture pip-installs the plugins
 @pytest.mark.parametrize("nproc", ["2", "4"])
 def test_new_plugin_is_a_correct_inner_kernel_of_every_cp_strategy(kit, nproc):
     """The generated plugin, unchanged, under ring-p2p, usp and loongtrain with --check (gloo):
@@ -120,6 +122,7 @@ def test_new_plugin_is_a_correct_inner_kernel_of_every_cp_strategy(kit, nproc):
         assert set(row["rel_err_detail"]) == {"out", "dq", "dk", "dv"}, row
 
 
+@pytest.mark.slow  # the kit fixture pip-installs the plugins
 def test_new_plugin_files_carry_the_new_name(kit):
     generated = kit["generated"]
     assert (generated / "longca_plugin_kit_demo" / "hooks.py").is_file()
@@ -129,6 +132,7 @@ def test_new_plugin_files_carry_the_new_name(kit):
     assert 'name = "longca-plugin-kit-demo"' in text and 'kit_demo = "longca_plugin_kit_demo.hooks"' in text
 
 
+@pytest.mark.slow  # the kit fixture pip-installs the plugins
 def test_template_passes_its_own_tests(kit):
     """The template as it stands: installed, its tests (the conformance suite) pass."""
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
@@ -137,6 +141,7 @@ def test_template_passes_its_own_tests(kit):
     assert " passed" in proc.stdout and "failed" not in proc.stdout
 
 
+@pytest.mark.slow  # the kit fixture pip-installs the plugins
 def test_broken_plugins_are_reported_and_break_nothing(kit):
     plugins = {p["name"]: p for p in json.loads(longca(kit["site"], "plugins", "-f", "json").stdout)}
     assert any("cannot import longca_plugin_brokenimport.hooks" in e and "longca_no_such_kernel_library" in e
@@ -166,6 +171,7 @@ def test_fixture_raises_naming_the_mask(longca_conformance):
 '''
 
 
+@pytest.mark.slow  # the kit fixture pip-installs the plugins
 def test_conformance_suite_fails_broken_plugins_clearly(kit):
     folder = kit["base"] / "broken_tests"
     folder.mkdir()
@@ -287,6 +293,7 @@ samples = 1
 """
 
 
+@pytest.mark.slow  # the kit fixture pip-installs the plugins
 def test_default_sweep_checks_every_row_and_report_marks_unchecked(kit, tmp_path):
     """No `check` in the spec: every row says how it was checked, and the wrong kernel is not ok."""
     (tmp_path / "default.toml").write_text(SWEEP)

@@ -2,9 +2,12 @@
 import json
 import textwrap
 
+import pytest
 from typer.testing import CliRunner
 
 from longca_cli.main import app
+
+pytestmark = pytest.mark.slow  # spawns gloo ranks
 
 SPEC = """
     [sweep]

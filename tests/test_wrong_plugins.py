@@ -123,6 +123,7 @@ def test_sampler_whose_lengths_do_not_sum_to_the_total(wrong_registry):
         "summing to" in report.failures["sums"], report.failures["sums"]
 
 
+@pytest.mark.slow  # spawns 2 gloo ranks
 def test_strategy_dropping_a_ranks_keys(wrong_registry):
     report = check_strategy("drops_last_rank_keys", wrong_registry, world_sizes=(2,), plugin_modules=(WRONG_MODULE,))
     assert set(report.failures) == {"world-2"}, report.summary()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 import threading
 from dataclasses import dataclass, field
 from importlib import import_module, metadata
@@ -170,12 +171,22 @@ class PluginManager(pluggy.PluginManager):
     def __init__(self) -> None:
         super().__init__(hookspecs.PROJECT)
         self.add_hookspecs(hookspecs)
+        if os.environ.get("LONGCA_TRACE_PLUGINS", "") not in ("", "0"):
+            trace_hook_calls(self)
 
     def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
         opts = super().parse_hookimpl_opts(plugin, name)
         if opts is not None and getattr(getattr(plugin, name, None), "__name__", name) != name:
             return None
         return opts
+
+
+def trace_hook_calls(pm: pluggy.PluginManager, write: Any = None) -> None:
+    """Every hook call, its arguments and result on stderr (`LONGCA_TRACE_PLUGINS=1`): pluggy's own
+    tracing, as pytest's --debug and datasette's DATASETTE_TRACE_PLUGINS turn it on, to see which
+    plugin answered what while debugging a plugin."""
+    pm.trace.root.setwriter(write or sys.stderr.write)
+    pm.enable_tracing()
 
 
 def hook_of(pm: pluggy.PluginManager, obj: Any, hook_name: str) -> Optional[Any]:

@@ -64,6 +64,7 @@ def _problem(strategy, world=4, mask="causal_document"):
                    direction="bwd", sampler="uniform", strategy=strategy, world_size=world)
 
 
+@pytest.mark.slow  # spawns 4 gloo ranks
 def test_transfers_are_what_the_strategies_send():
     cases = [{"problem": {**_problem(s).__dict__, "world_size": 4}, "options": o} for s, o in CASES]
     per_rank = spawn(__import__("longca_cp.check", fromlist=["transfer_cases"]).transfer_cases, 4, "gloo", "cpu",

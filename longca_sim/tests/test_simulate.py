@@ -99,6 +99,7 @@ def test_recommend_ranks_marks_ties_and_refusals():
     assert all(ln["basis"] == "model" for ln in ok)
 
 
+@pytest.mark.slow  # spawns 2 gloo ranks
 def test_comm_bench_writes_a_calibration_the_simulator_reads(tmp_path):
     calib = tmp_path / "calib.json"
     out = subprocess.run([sys.executable, "-m", "longca_cli.main", "comm-bench", "--nproc", "2", "--backend", "gloo",

@@ -4,7 +4,8 @@ from longca_cp.check import run_checks
 from longca.plugins import get_registry
 from longca.problem import Problem
 
-pytestmark = pytest.mark.numerics  # float results: CI runs these again under another ATEN_CPU_CAPABILITY
+# numerics: float results, CI runs these again under another ATEN_CPU_CAPABILITY; slow: spawns gloo ranks
+pytestmark = [pytest.mark.numerics, pytest.mark.slow]
 
 
 def test_options_and_refusals():
