@@ -19,9 +19,7 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-from longca.runinfo import installed_version
-from longca import hookimpl
-from longca.specs import ANY_STATIC, KernelSpec
+from longca.plugin import ANY_STATIC, KernelSpec, hookimpl, installed_version
 from longca_plugin_flex.kernel import FlexKernel, supports_mask
 
 KERNEL_OPTIONS = {"BACKEND": "FLASH"}

@@ -13,8 +13,7 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-from longca import hookimpl
-from longca.specs import ANY_STATIC, KernelSpec
+from longca.plugin import ANY_STATIC, KernelSpec, hookimpl
 
 from .kernel import FlexKernel, supports_mask
 

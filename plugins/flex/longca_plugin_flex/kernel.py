@@ -22,9 +22,7 @@ import os
 from typing import Any, Optional
 
 import torch
-from longca.errors import UnsupportedError
-from longca.lru import SlicesCache
-from longca.masks.mask_mods import mask_mod_builder, natural_mask_mod
+from longca.plugin import SlicesCache, UnsupportedError, mask_mod_builder, natural_mask_mod
 
 from .blockmask import BLOCK, block_mask_from_slices
 
