@@ -33,6 +33,7 @@ _LAZY = {
     "lse_attention": ("longca.autograd", "lse_attention"),
     "reference_forward_lse": ("longca.reference", "forward_lse"),
     "reference_backward_lse": ("longca.reference", "backward_lse"),
+    "reference_attention": ("longca.reference", "attention"),
     "Problem": ("longca.problem", "Problem"),
     "problem_mask": ("longca.problem", "build_mask"),
     "make_inputs": ("longca.problem", "make_inputs"),

@@ -15,9 +15,7 @@ import os
 import pytest
 import torch
 
-from longca.measure import TOLERANCE, RunOptions, run_problem
-from longca.masks.catalog import STATIC_MASKS
-from longca.problem import Problem
+from longca.plugin import Problem, RunOptions, STATIC_MASKS, TOLERANCE, run_problem
 
 pytestmark = pytest.mark.longca_gpu
 CASES = {
@@ -43,7 +41,7 @@ def report():
 
 def test_gpu_conformance():
     """The whole conformance suite on CUDA (its CPU cases are too slow in Triton's interpreter)."""
-    from longca.testing.conformance import run_conformance
+    from longca.plugin import run_conformance
 
     run_conformance("flashmask", device="cuda")
 

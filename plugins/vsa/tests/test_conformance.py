@@ -1,4 +1,4 @@
-from longca.testing.conformance import run_conformance
+from longca.plugin import run_conformance
 
 
 def test_conformance():
