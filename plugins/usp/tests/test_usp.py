@@ -8,10 +8,12 @@ test_conformance = plugin.strategy_conformance_tests("usp")
 
 
 def test_default_degree_and_refusals(monkeypatch):
-    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     spec = plugin.get_registry().strategy("usp")
     problem = plugin.Problem(kernel="reference", strategy="usp", mask="causal", seqlen=256, heads_q=8,
                              heads_kv=8, world_size=8)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # the all-to-all stays on one host's ranks
+    assert spec.resolve_options(problem, {})["ulysses_degree"] == 2
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
     assert spec.resolve_options(problem, {}) == {"ulysses_degree": 4, "layout": "zigzag"}
     odd = problem.with_(heads_q=6, heads_kv=6)
     assert spec.resolve_options(odd, {})["ulysses_degree"] == 2
