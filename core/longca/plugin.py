@@ -20,19 +20,57 @@ from .hookspecs import hookimpl
 from .masks.mask import BlockSparseLayout, Mask, MaskContext
 from .masks.slices import BI_CAUSAL, CAUSAL, EMPTY, FULL, FULL_BLOCK, INV_CAUSAL, PARTIAL, TYPE_NAMES
 from .masks.slices import as_array as slices_array
-from .masks.slices import band_to_slices, block_map, crop, dense, normalize
+from .masks.slices import band_to_slices, block_map, crop, dense, flashmask_bounds, normalize
 from .masks.slices import area as slices_area
-from .specs import (ANY_BLOCK_SPARSE, ANY_MASK, ANY_STATIC, BackwardFn, CPStrategySpec, ForwardFn, KernelSpec,
-                    MaskSpec, SamplerSpec)
+from .specs import (ANY_BLOCK_SPARSE, ANY_MASK, ANY_STATIC, BackwardFn, CPStrategySpec, Device, Direction, DType,
+                    Family, ForwardFn, KernelSpec, MaskKind, MaskSpec, SamplerSpec)
 
-# name -> (module, attribute): loaded on first use (they import torch or the whole testing kit)
+# name -> (module, attribute): loaded on first use (they import torch, numpy-heavy modules, the
+# testing kit, or another distribution: longca_cp and longca_flashplan, which a plugin that uses
+# their names declares in its pyproject). tests/test_public_face.py resolves every entry.
 _LAZY = {
+    # kernels
     "lse_attention": ("longca.autograd", "lse_attention"),
     "reference_forward_lse": ("longca.reference", "forward_lse"),
     "reference_backward_lse": ("longca.reference", "backward_lse"),
+    "reference_attention": ("longca.reference", "attention"),
     "Problem": ("longca.problem", "Problem"),
+    "problem_mask": ("longca.problem", "build_mask"),
+    "make_inputs": ("longca.problem", "make_inputs"),
     "installed_version": ("longca.runinfo", "installed_version"),
-    # context parallelism: the pieces every strategy shares (docs/context-parallel.md)
+    "UNAVAILABLE": ("longca.results", "UNAVAILABLE"),
+    "linear_memory": ("longca.memory", "linear"),
+    "quadratic_memory": ("longca.memory", "quadratic"),
+    "SlicesCache": ("longca.lru", "SlicesCache"),
+    "STATIC_MASKS": ("longca.masks.catalog", "STATIC_MASKS"),
+    "BLOCK_SPARSE_MASKS": ("longca.masks.catalog", "BLOCK_SPARSE_MASKS"),
+    "natural_mask_mod": ("longca.masks.mask_mods", "natural_mask_mod"),
+    "mask_mod_builder": ("longca.masks.mask_mods", "mask_mod_builder"),
+    "get_registry": ("longca.plugins", "get_registry"),
+    # FlashAttention-style planning (longca-flashplan): slices -> varlen calls with windows, lse merged
+    "FlashAdapter": ("longca_flashplan.family", "FlashAdapter"),
+    "flash_kernel": ("longca_flashplan.family", "flash_kernel"),
+    "public_attention": ("longca_flashplan.family", "public_attention"),
+    "FA_HEAD_DIMS": ("longca_flashplan.family", "FA_HEAD_DIMS"),
+    "FA_MASKS": ("longca_flashplan.kernel", "FA_MASKS"),
+    "FlashPrepared": ("longca_flashplan.kernel", "Prepared"),
+    "make_prepare_run": ("longca_flashplan.kernel", "make_prepare_run"),
+    "flash_plan_for": ("longca_flashplan.kernel", "plan_for"),
+    "cached_flash_plan": ("longca_flashplan.kernel", "cached_plan"),
+    "gpu_reason": ("longca_flashplan.kernel", "gpu_reason"),
+    "head_dim_reason": ("longca_flashplan.kernel", "head_dim_reason"),
+    "plan_reason": ("longca_flashplan.kernel", "plan_reason"),
+    "CallArgs": ("longca_flashplan.executor", "CallArgs"),
+    "ExecCall": ("longca_flashplan.executor", "ExecCall"),
+    "lse_primitives": ("longca_flashplan.executor", "lse_primitives"),
+    "resolve_scale": ("longca_flashplan.executor", "resolve_scale"),
+    "flash_run_forward": ("longca_flashplan.executor", "run_forward"),
+    "any_window": ("longca_flashplan.plan", "any_window"),
+    "full_or_square_causal": ("longca_flashplan.plan", "full_or_square_causal"),
+    "window_slices": ("longca_flashplan.emulated", "window_slices"),
+    # context parallelism (longca-cp): the pieces every strategy shares (docs/context-parallel.md)
+    "hybrid_strategy": ("longca_cp.strategy", "hybrid_strategy"),
+    "GatherSchedule": ("longca_cp.schedule", "GatherSchedule"),
     "InnerKernel": ("longca_cp.inner", "InnerKernel"),
     "CPPlan": ("longca_cp.plan", "CPPlan"),
     "dispatch": ("longca_cp.plan", "dispatch"),
@@ -48,8 +86,10 @@ _LAZY = {
     "GradAccumulator": ("longca.merge", "GradAccumulator"),
     "gather_seq": ("longca_cp.comm", "gather_seq"),
     "reduce_scatter_seq": ("longca_cp.comm", "reduce_scatter_seq"),
+    # testing: conformance suites and what plugins' own tests compare with
     "build_mask": ("longca.testing.builders", "build_mask"),
     "conformance_tests": ("longca.testing", "conformance_tests"),
+    "conformance_cases": ("longca.testing", "conformance_cases"),
     "run_conformance": ("longca.testing", "run_conformance"),
     "check_kernel": ("longca.testing", "check_kernel"),
     "mask_conformance_tests": ("longca.testing", "mask_conformance_tests"),
@@ -60,13 +100,21 @@ _LAZY = {
     "check_strategy": ("longca_cp.conformance", "check_strategy"),
     "ConformanceSkip": ("longca.testing.conformance", "ConformanceSkip"),
     "Settings": ("longca.testing.conformance", "Settings"),
+    "assert_close": ("longca.testing.compare", "assert_close"),
+    "compare_primitives": ("longca.testing.primitives", "compare_primitives"),
+    "kernel_rows": ("longca.inventory", "kernel_rows"),
+    "rel_err": ("longca.measure", "rel_err"),
+    "TOLERANCE": ("longca.measure", "TOLERANCE"),
+    "RunOptions": ("longca.measure", "RunOptions"),
+    "run_problem": ("longca.measure", "run_problem"),
 }
 
 __all__ = [
     "hookimpl", "KernelSpec", "MaskSpec", "SamplerSpec", "CPStrategySpec", "ForwardFn", "BackwardFn",
+    "DType", "Device", "Direction", "Family", "MaskKind",
     "ANY_STATIC", "ANY_BLOCK_SPARSE", "ANY_MASK", "Mask", "MaskContext", "BlockSparseLayout",
     "FULL", "CAUSAL", "INV_CAUSAL", "BI_CAUSAL", "TYPE_NAMES", "EMPTY", "PARTIAL", "FULL_BLOCK",
-    "slices_array", "band_to_slices", "block_map", "crop", "dense", "normalize", "slices_area",
+    "slices_array", "band_to_slices", "block_map", "crop", "dense", "normalize", "slices_area", "flashmask_bounds",
     "LongcaError", "UnknownNameError", "UnsupportedError", *_LAZY,
 ]
 

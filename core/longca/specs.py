@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -11,10 +11,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from .masks.mask import Mask, MaskContext
     from .problem import Problem
 
-MASK_KINDS = ("regular", "heterogeneous", "block_sparse")
-FAMILIES = ("dense", "sparse")
-DTYPES = ("bfloat16", "float16", "float32")
-DEVICES = ("cpu", "cuda")
+# the closed vocabularies of the specs: mypy checks a plugin's literals, `plugins.check_spec` its values
+MaskKind = Literal["regular", "heterogeneous", "block_sparse"]
+Family = Literal["dense", "sparse"]
+DType = Literal["bfloat16", "float16", "float32"]
+Device = Literal["cpu", "cuda"]
+Direction = Literal["fwd", "bwd", "fwdbwd"]
+MASK_KINDS: tuple[MaskKind, ...] = ("regular", "heterogeneous", "block_sparse")
+FAMILIES: tuple[Family, ...] = ("dense", "sparse")
+DTYPES: tuple[DType, ...] = ("bfloat16", "float16", "float32")
+DEVICES: tuple[Device, ...] = ("cpu", "cuda")
+DIRECTIONS: tuple[Direction, ...] = ("fwd", "bwd", "fwdbwd")
 # In a kernel's or strategy's `masks`: every registered mask of that group, third-party ones included
 # (for kernels that work from any slices, or any block-sparse layout). The groups are the ones a
 # sweep's `masks = "static" | "block_sparse" | "all"` names (`Registry.mask_group`).
@@ -24,12 +31,91 @@ ANY_MASK = "any:all"
 MASK_GROUPS = ("static", "block_sparse", "all")
 
 
+# The callables of the specs, positional-only (the core calls them positionally; plugins name the
+# parameters as they like), so mypy checks every plugin's functions against the contract.
+
+class PrepareFn(Protocol):
+    """`prepare(problem, mask, q, k, v) -> prepared`: what the kernel needs from the mask (timed apart)."""
+
+    def __call__(self, problem: Problem, mask: Mask, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                 /) -> Any: ...
+
+
+class RunFn(Protocol):
+    """`run(prepared, q, k, v) -> out`: the timed call."""
+
+    def __call__(self, prepared: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, /) -> torch.Tensor: ...
+
+
+class SupportsFn(Protocol):
+    """`supports(problem) -> None | reason`: refusals beyond the declared fields; never raises."""
+
+    def __call__(self, problem: Problem, /) -> Optional[str]: ...
+
+
+class SupportsMaskFn(Protocol):
+    """`supports_mask(problem, mask) -> None | reason`: refusals from the mask built for the run."""
+
+    def __call__(self, problem: Problem, mask: Mask, /) -> Optional[str]: ...
+
+
+class MemoryFn(Protocol):
+    """`memory(problem) -> bytes` the problem needs (`longca.memory.linear` / `quadratic`)."""
+
+    def __call__(self, problem: Problem, /) -> int: ...
+
+
+class ForwardFn(Protocol):
+    """`forward_lse(q, k, v, slices, softmax_scale=None) -> (out, lse)`; lse float32 natural log, (B, Hq, Sq)."""
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slices: np.ndarray,
+                 softmax_scale: Optional[float] = None, /) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+class BackwardFn(Protocol):
+    """`backward_lse(dout, q, k, v, out, lse, slices, softmax_scale=None) -> (dq, dk, dv)` from the merged out, lse."""
+
+    def __call__(self, dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                 lse: torch.Tensor, slices: np.ndarray, softmax_scale: Optional[float] = None,
+                 /) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
+
+
+class StrategyPrepareFn(Protocol):
+    """`prepare(problem, mask, inner, group, options) -> plan`: collective on every rank of `group`."""
+
+    def __call__(self, problem: Problem, mask: Mask, inner: Any, group: Any, options: dict[str, Any], /) -> Any: ...
+
+
+class StrategySupportsFn(Protocol):
+    """`supports(problem, options) -> None | reason`."""
+
+    def __call__(self, problem: Problem, options: dict[str, Any], /) -> Optional[str]: ...
+
+
+class ResolveOptionsFn(Protocol):
+    """`resolve_options(problem, options) -> options` with defaults filled; unknown names raise LongcaError."""
+
+    def __call__(self, problem: Problem, options: dict[str, Any], /) -> dict[str, Any]: ...
+
+
+class ScheduleFn(Protocol):
+    """`schedule(problem, mask, options) -> longca_cp.schedule.Schedule`, no process group needed."""
+
+    def __call__(self, problem: Problem, mask: Mask, options: dict[str, Any], /) -> Any: ...
+
+
+class VariantsFn(Protocol):
+    """`variants(world, heads_q, gpus_per_node) -> option sets` a simulator or `longca recommend` tries."""
+
+    def __call__(self, world: int, heads_q: int, gpus_per_node: int, /) -> list[dict[str, Any]]: ...
+
+
 @dataclass(frozen=True)
 class MaskSpec:
     """A mask pattern: `build(ctx)` draws its random parameters from ctx and returns a Mask."""
 
     name: str
-    kind: str
+    kind: MaskKind
     description: str
     build: Callable[["MaskContext"], "Mask"]
     params: dict[str, str] = field(default_factory=dict)  # parameter name -> what it means
@@ -51,12 +137,6 @@ class SamplerSpec:
     params: dict[str, str] = field(default_factory=dict)
 
 
-# forward(q, k, v, slices, softmax_scale) -> (out, lse); lse float32 natural log, shape (B, Hq, Sq)
-ForwardFn = Callable[..., tuple["torch.Tensor", "torch.Tensor"]]
-# backward(dout, q, k, v, out, lse, slices, softmax_scale) -> (dq, dk, dv)
-BackwardFn = Callable[..., tuple["torch.Tensor", "torch.Tensor", "torch.Tensor"]]
-
-
 @dataclass(frozen=True)
 class KernelSpec:
     """An attention kernel and what it can do, declared before anything is run.
@@ -73,20 +153,20 @@ class KernelSpec:
     """
 
     name: str
-    family: str
+    family: Family
     description: str
     masks: tuple[str, ...]
-    prepare: Callable[..., Any]
-    run: Callable[..., "torch.Tensor"]
-    dtypes: tuple[str, ...] = DTYPES
+    prepare: PrepareFn
+    run: RunFn
+    dtypes: tuple[DType, ...] = DTYPES
     head_dims: Optional[tuple[int, ...]] = None  # None: any
     gqa: bool = True
     backward: bool = True
-    devices: tuple[str, ...] = DEVICES
+    devices: tuple[Device, ...] = DEVICES
     min_compute_capability: Optional[tuple[int, int]] = None
     available: Callable[[], Optional[str]] = lambda: None
-    supports: Optional[Callable[["Problem"], Optional[str]]] = None
-    supports_mask: Optional[Callable[["Problem", "Mask"], Optional[str]]] = None
+    supports: Optional[SupportsFn] = None
+    supports_mask: Optional[SupportsMaskFn] = None
     forward_lse: Optional[ForwardFn] = None
     backward_lse: Optional[BackwardFn] = None
     backend: Callable[[], str] = lambda: ""  # which implementation runs, recorded in results
@@ -94,7 +174,7 @@ class KernelSpec:
     # recorded as the row's `caveat`, marked in every report cell
     caveat: Optional[Callable[["Problem"], Optional[str]]] = None
     # bytes a problem needs (longca.memory.linear / quadratic); None: the O(S) flash-family model
-    memory: Optional[Callable[["Problem"], int]] = None
+    memory: Optional[MemoryFn] = None
     url: str = ""
 
 
@@ -116,16 +196,23 @@ class CPStrategySpec:
     `schedule(problem, mask, options) -> longca_cp.schedule.Schedule` (optional) gives, without a
     process group, every rank's calls per step and transfers: what `prepare` builds its plan from,
     and what the accounting and `longca simulate` read.
+    `variants(world, heads_q, gpus_per_node) -> [options, ...]` (optional) lists the option sets a
+    simulator or `longca recommend` should try for a cluster; None: the defaults only (`[{}]`).
     """
 
     name: str
     description: str
     masks: tuple[str, ...]
-    prepare: Callable[..., Any]
-    dispatch: Callable[..., Any]
-    attention: Callable[..., Any]
-    undispatch: Callable[..., Any]
-    supports: Optional[Callable[["Problem", dict], Optional[str]]] = None
-    resolve_options: Optional[Callable[["Problem", dict], dict]] = None
+    prepare: StrategyPrepareFn
+    dispatch: Callable[[torch.Tensor, Any], torch.Tensor]
+    attention: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Any], torch.Tensor]
+    undispatch: Callable[[torch.Tensor, Any], torch.Tensor]
+    supports: Optional[StrategySupportsFn] = None
+    resolve_options: Optional[ResolveOptionsFn] = None
     options: dict[str, str] = field(default_factory=dict)
-    schedule: Optional[Callable[..., Any]] = None
+    schedule: Optional[ScheduleFn] = None
+    variants: Optional[VariantsFn] = None
+
+    def option_variants(self, world: int, heads_q: int, gpus_per_node: int) -> list[dict[str, Any]]:
+        """The option sets to try: `variants(...)`, or the defaults only."""
+        return self.variants(world, heads_q, gpus_per_node) if self.variants is not None else [{}]

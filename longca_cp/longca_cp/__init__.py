@@ -7,6 +7,7 @@
 - `attend`: running a list of calls forward and backward.
 - `comm`: subgroups, sequence all-gather / reduce-scatter, Ulysses all-to-all, batched ring P2P.
 - `ring`: single and double ring attention (autograd); `hybrid`: head parallel around the ring.
+- `strategy`: `hybrid_strategy`, a strategy on that grid as one table row (the five built-in ones).
 - `plan`: the plan every strategy builds, generic dispatch/undispatch, option resolution.
 - `schedule`, `accounting`: every rank's calls and transfers per step without a process group, and
   the balance figures of every CP row (what `prepare` and the simulator in longca-sim share).

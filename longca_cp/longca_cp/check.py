@@ -122,7 +122,7 @@ def transfer_cases(device: str, cases: list[dict[str, Any]]) -> list[dict[str, A
         plan = spec.prepare(problem, mask, inner_kernel(problem, registry), dist.group.WORLD, options)
         local = [spec.dispatch(t, plan).detach().requires_grad_(True) for t in make_inputs(problem, 0)]
         with recording() as fwd:
-            out = spec.attention(*local, plan)
+            out = spec.attention(local[0], local[1], local[2], plan)
         dout = spec.dispatch(seeded_dout(problem, 0), plan)
         with recording() as bwd:
             torch.autograd.grad(out, local, dout)

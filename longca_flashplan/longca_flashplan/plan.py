@@ -75,7 +75,7 @@ class Band:
 
 
 @dataclass
-class Call:
+class FlashCall:
     """One kernel call: bands with one window, no query row twice."""
 
     window: tuple[int, int]
@@ -100,7 +100,7 @@ class Plan:
 
     seqlen_q: int
     seqlen_k: int
-    calls: list[Call]
+    calls: list[FlashCall]
     coverage: np.ndarray  # per query row: how many calls see it
 
     @property
@@ -186,7 +186,7 @@ def make_plan(slices: np.ndarray, seqlen_q: int, seqlen_k: int,
     """The calls computing attention under `slices` (local coordinates of q rows and k columns)."""
     bands = merge_bands(bands_of(slices), window_ok)
     bands = [p for b in bands for p in _split_for(b, window_ok)]
-    groups: dict[tuple[int, int], list[Call]] = {}
+    groups: dict[tuple[int, int], list[FlashCall]] = {}
     for band in sorted(bands, key=lambda b: (b.q0, b.k0)):
         window = band.window()
         calls = groups.setdefault(window, [])
@@ -195,7 +195,7 @@ def make_plan(slices: np.ndarray, seqlen_q: int, seqlen_k: int,
                 call.bands.append(band)
                 break
         else:
-            calls.append(Call(window, [band]))
+            calls.append(FlashCall(window, [band]))
     calls = [c for cs in groups.values() for c in cs]
     diff = np.zeros(seqlen_q + 1, dtype=np.int64)
     for call in calls:

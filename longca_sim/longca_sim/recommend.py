@@ -46,26 +46,11 @@ class Setting:
     samples: int = 3
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def variants(strategy: str, world: int, heads_q: int, gpus_per_node: int) -> list[dict[str, Any]]:
-    """The option sets tried for a strategy (empty: its defaults only)."""
-    local = [d for d in _divisors(world) if d <= gpus_per_node and heads_q % d == 0]
-    ring_layouts = [{"layout": "zigzag"}, {"layout": "doc_zigzag"}]
-    if strategy in ("ring-p2p", "ring-allgather"):
-        return ring_layouts + [{"layout": "contiguous"}]
-    if strategy == "usp":
-        grids = [{"ulysses_degree": d} for d in local if 1 < d < world]
-    elif strategy == "loongtrain":
-        grids = []
-        for d in local:
-            ring = world // d
-            grids += [{"head_degree": d, "windows": w} for w in _divisors(ring) if 1 < w < ring and w <= 8]
-    else:
-        return [{}]
-    return [{**g, **lay} for g in grids or [{}] for lay in ring_layouts]
+def variants(strategy: str, world: int, heads_q: int, gpus_per_node: int,
+             registry: Optional[Registry] = None) -> list[dict[str, Any]]:
+    """The option sets tried for a strategy: what its spec's `variants` lists ([{}]: its defaults only)."""
+    spec = (registry or get_registry()).strategy(strategy)
+    return spec.option_variants(world, heads_q, gpus_per_node)
 
 
 def _err(fit: KernelFit) -> float:
@@ -165,7 +150,7 @@ def recommend(setting: Setting, pricings: dict[str, Optional[Pricing]], topology
     memory = topology.memory_gb * 1e9
     shared_tables: dict[tuple, dict] = {}
     for strategy in names:
-        for given in variants(strategy, setting.gpus, setting.heads_q, topology.gpus_per_node):
+        for given in variants(strategy, setting.gpus, setting.heads_q, topology.gpus_per_node, registry):
             problem = base.with_(strategy=strategy)
             try:
                 options = resolve_for(problem, given, topology.gpus_per_node, registry)

@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import LongcaError
 from ..hookspecs import hookimpl
 from ..memory import host_available
-from ..specs import MaskSpec
+from ..specs import MaskKind, MaskSpec
 from . import slices as sl
 from .mask import BlockSparseLayout, Mask, MaskContext
 from .mask_mods import BUILDERS as MASK_MODS
@@ -202,7 +202,9 @@ DOCUMENT_MASKS = ("full_document", "causal_document", "share_question", "causal_
 
 @hookimpl
 def longca_masks() -> list[MaskSpec]:
-    R, H, B = "regular", "heterogeneous", "block_sparse"
+    R: MaskKind = "regular"
+    H: MaskKind = "heterogeneous"
+    B: MaskKind = "block_sparse"
     specs = [
         MaskSpec("full", R, "always", full),
         MaskSpec("causal", R, "k <= q", causal),

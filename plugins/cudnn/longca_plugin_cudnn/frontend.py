@@ -29,8 +29,8 @@ from typing import Optional
 
 import numpy as np
 import torch
-from longca_flashplan.executor import CallArgs, lse_primitives, resolve_scale
-from longca_flashplan.kernel import Prepared, gpu_reason, make_prepare_run, plan_for
+from longca.plugin import (CallArgs, FlashPrepared, flash_plan_for, gpu_reason, lse_primitives, make_prepare_run,
+                          resolve_scale)
 
 from .graphs import CudnnGraphs, GraphSpec, packed_strides
 
@@ -303,12 +303,12 @@ class FrontendAdapter:
 _, run = make_prepare_run(FrontendAdapter)  # run: plan_attention over the prepared adapter and plan
 
 
-def prepare(problem, mask, q, k, v, engine=None) -> Prepared:
+def prepare(problem, mask, q, k, v, engine=None) -> FlashPrepared:
     """The plan of the mask, and every cuDNN graph it needs, built now (not timed)."""
     adapter = FrontendAdapter(engine)
-    ex = plan_for(adapter, mask, q.shape[0], resolve_scale(q, None), q.device)
+    ex = flash_plan_for(adapter, mask, q.shape[0], resolve_scale(q, None), q.device)
     adapter.build(ex, q, k, v, backward=problem.direction != "fwd")
-    return Prepared(adapter, ex, None)
+    return FlashPrepared(adapter, ex, None)
 
 
 _SHARED = FrontendAdapter(CudnnGraphs(limit=64))  # the primitives' graphs, kept across calls

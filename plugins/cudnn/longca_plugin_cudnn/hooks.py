@@ -20,14 +20,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from longca.results import UNAVAILABLE
-from longca.runinfo import installed_version
-from longca import hookimpl
-from longca.specs import KernelSpec
-from longca_flashplan.executor import CallArgs, ExecCall, lse_primitives
-from longca_flashplan.kernel import gpu_reason
-from longca_flashplan.kernel import FA_MASKS, head_dim_reason, make_prepare_run, plan_reason
-from longca_flashplan.plan import full_or_square_causal
+from longca.plugin import (FA_MASKS, UNAVAILABLE, CallArgs, ExecCall, KernelSpec, full_or_square_causal, gpu_reason,
+                          head_dim_reason, hookimpl, installed_version, lse_primitives, make_prepare_run, plan_reason)
 
 from . import frontend
 

@@ -8,13 +8,8 @@ import sys
 
 import pytest
 import torch
-from longca_flashplan.kernel import plan_reason
-from longca_flashplan.plan import full_or_square_causal
-from longca.inventory import kernel_rows
-from longca.masks.catalog import STATIC_MASKS
-from longca.plugins import get_registry
-from longca.problem import Problem, build_mask
-from longca.specs import ANY_STATIC
+from longca.plugin import (ANY_STATIC, Problem, STATIC_MASKS, full_or_square_causal, get_registry, kernel_rows,
+                          plan_reason, problem_mask)
 
 from longca_plugin_cudnn import frontend, hooks
 from longca_plugin_cudnn.hooks import BACKWARD_REASON, WINDOW_MASKS
@@ -31,7 +26,7 @@ def test_torch_path_refuses_masks_that_need_bands(mask):
     """Both paths claim every static mask; the torch path refuses those that plan into windows."""
     seqlen = 4096 if mask == "block_causal_document" else 2048
     problem = Problem(kernel="cudnn", mask=mask, seqlen=seqlen)
-    reason = plan_reason(problem, build_mask(problem), full_or_square_causal)
+    reason = plan_reason(problem, problem_mask(problem), full_or_square_causal)
     assert hooks.masks_for("torch") == (ANY_STATIC,)
     if mask in WINDOW_MASKS:
         assert reason and "diagonal band" in reason
@@ -82,8 +77,7 @@ def test_backend_names_the_path(monkeypatch):
 
 LISTING = """
 import json, sys
-from longca.inventory import kernel_rows
-from longca.plugins import get_registry
+from longca.plugin import get_registry, kernel_rows
 row = {r["name"]: r for r in kernel_rows(get_registry())}["cudnn"]
 print(json.dumps({"masks": row["masks"], "lse": row["lse_primitives"], "imported": "cudnn" in sys.modules}))
 """

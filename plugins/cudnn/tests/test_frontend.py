@@ -8,17 +8,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from longca import reference
-from longca.measure import rel_err
-from longca.testing.compare import assert_close
-from longca_flashplan.emulated import window_slices
-from longca_flashplan.executor import CallArgs, lse_primitives
-from longca_flashplan.kernel import plan_reason
-from longca.plugins import get_registry
-from longca.masks import slices as sl
-from longca.masks.catalog import STATIC_MASKS
-from longca.problem import Problem, build_mask, make_inputs
-from longca.testing.primitives import compare_primitives
+from longca import plugin
+from longca.plugin import (CallArgs, Problem, STATIC_MASKS, assert_close, compare_primitives, get_registry,
+                          lse_primitives, make_inputs, plan_reason, problem_mask, reference_attention,
+                          reference_backward_lse, reference_forward_lse, rel_err, window_slices)
 
 from longca_plugin_cudnn import frontend, hooks
 from longca_plugin_cudnn.emulated import EmulatedGraphs, band_mask
@@ -64,7 +57,7 @@ def test_cudnn_band_is_the_flashattention_window(len_q, len_k):
         for right in (-1, 0, 1, 4):
             if not band_ok(len_q, len_k, left, right):
                 continue
-            want = sl.dense(window_slices(len_q, len_k, left, right), (0, len_q), (0, len_k))
+            want = plugin.dense(window_slices(len_q, len_k, left, right), (0, len_q), (0, len_k))
             got = band_mask(len_q, len_k, *band_settings(left, right, len_q == len_k)).numpy()
             assert np.array_equal(got, want), (len_q, len_k, left, right)
 
@@ -97,7 +90,7 @@ def test_ragged_layout_tensors_and_lse_round_trip():
 @pytest.mark.parametrize("mask", STATIC_MASKS)
 def test_every_static_mask_plans_into_cudnn_bands(mask):
     problem = _problem(mask, seqlen=4096 if mask == "block_causal_document" else 2048, mask_params={})
-    assert plan_reason(problem, build_mask(problem), band_ok) is None
+    assert plan_reason(problem, problem_mask(problem), band_ok) is None
     assert mask in get_registry().claimed_masks(hooks.masks_for("frontend"))
 
 
@@ -125,7 +118,7 @@ def test_frontend_reason_without_a_gpu():
 def test_emulated_frontend_matches_reference(mask):
     """Forward and backward of every static mask, GQA, batch 2: graphs are all built in prepare."""
     problem = _problem(mask)
-    m = build_mask(problem)
+    m = problem_mask(problem)
     q, k, v = make_inputs(problem, requires_grad=True)
     engine = EmulatedGraphs()
     prepared = frontend.prepare(problem, m, q, k, v, engine=engine)
@@ -136,7 +129,7 @@ def test_emulated_frontend_matches_reference(mask):
         out = frontend.run(prepared, q, k, v)
         grads = torch.autograd.grad(out, (q, k, v), dout)
     assert engine.builds == built and engine.executions == 2 * 2 * len(prepared.ex.calls)
-    ref = reference.attention(q, k, v, m)
+    ref = reference_attention(q, k, v, m)
     want = torch.autograd.grad(ref, (q, k, v), dout)
     assert rel_err(out, ref) < 1e-5
     for got, w in zip(grads, want):
@@ -147,7 +140,7 @@ def test_emulated_forward_only_builds_no_backward_graph():
     problem = _problem("causal_document", direction="fwd")
     q, k, v = make_inputs(problem)
     engine = EmulatedGraphs()
-    frontend.prepare(problem, build_mask(problem), q, k, v, engine=engine)
+    frontend.prepare(problem, problem_mask(problem), q, k, v, engine=engine)
     assert engine.builds == 1 and not any(s.backward for s in engine.built)
 
 
@@ -156,7 +149,7 @@ def test_emulated_graph_specs():
     problem = _problem("global_sliding_window", direction="fwd", heads_q=4, heads_kv=4)
     q, k, v = make_inputs(problem)
     engine = EmulatedGraphs()
-    frontend.prepare(problem, build_mask(problem), q, k, v, engine=engine)
+    frontend.prepare(problem, problem_mask(problem), q, k, v, engine=engine)
     specs = sorted(engine.built, key=lambda s: s.ragged)
     window, globals_ = specs
     assert not window.ragged and (window.top_left, window.left_bound, window.right_bound) == (True, 61, 60)
@@ -171,7 +164,7 @@ def test_emulated_graph_specs():
 def test_emulated_lse_primitives_on_crops(mask):
     """forward_lse / backward_lse as a context-parallel strategy calls them (ring block, all-gather rows)."""
     problem = _problem(mask, batch=1)
-    m = build_mask(problem)
+    m = problem_mask(problem)
     q, k, v = make_inputs(problem.with_(direction="fwd"))
     adapter = FrontendAdapter(EmulatedGraphs())
     forward_lse, backward_lse = lse_primitives(lambda: adapter)
@@ -185,7 +178,7 @@ def test_emulated_lse_primitives_on_crops(mask):
                                          ("causal_blockwise", {}), ("prefix_lm_document", {})])
 def test_emulated_lse_primitives_on_random_crops(mask, params):
     """Any crop plans into cuDNN bands (bounded rectangles with more queries than keys are cut)."""
-    m = build_mask(Problem(kernel="cudnn", mask=mask, seqlen=384, mask_params=params))
+    m = problem_mask(Problem(kernel="cudnn", mask=mask, seqlen=384, mask_params=params))
     forward_lse, backward_lse = lse_primitives(lambda: FrontendAdapter(EmulatedGraphs()))
     rng = np.random.default_rng(1)
     gen = torch.Generator().manual_seed(0)
@@ -196,12 +189,12 @@ def test_emulated_lse_primitives_on_random_crops(mask, params):
             continue
         q, k, v = (torch.randn(1, n, h, 16, generator=gen) for n, h in ((b - a, 4), (d - c, 2), (d - c, 2)))
         out, lse = forward_lse(q, k, v, slices)
-        want, want_lse = reference.forward_lse(q, k, v, slices)
+        want, want_lse = reference_forward_lse(q, k, v, slices)
         assert rel_err(out, want) < 1e-5
         assert_close(lse, want_lse, 1e-5, "lse")  # -inf rows must match exactly
         dout = torch.randn(out.shape, generator=gen)
         got = backward_lse(dout, q, k, v, want, want_lse, slices)
-        for g, w in zip(got, reference.backward_lse(dout, q, k, v, want, want_lse, slices)):
+        for g, w in zip(got, reference_backward_lse(dout, q, k, v, want, want_lse, slices)):
             assert rel_err(g, w) < 1e-5
 
 
@@ -251,7 +244,7 @@ def test_one_pair_backward_runs_without_a_graph(ragged):
 
 def test_a_crop_can_need_a_one_pair_backward():
     """A 27 x 18 crop of sliding_window_causal whose diagonal touches a corner plans a 1 x 1 causal square."""
-    m = build_mask(Problem(kernel="cudnn", mask="sliding_window_causal", seqlen=384, mask_params={"window": 70}))
+    m = problem_mask(Problem(kernel="cudnn", mask="sliding_window_causal", seqlen=384, mask_params={"window": 70}))
     engine = EmulatedGraphs()
     forward_lse, backward_lse = lse_primitives(lambda: FrontendAdapter(engine))
     slices = m.crop((291, 318), (317, 335))

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from longca import reference
-from longca.measure import RunOptions, rel_err, run_problem
-from longca_flashplan.executor import run_forward
-from longca.masks.catalog import STATIC_MASKS
-from longca.problem import Problem, build_mask, make_inputs
+from longca.plugin import (Problem, RunOptions, STATIC_MASKS, flash_run_forward, make_inputs, problem_mask,
+                          reference_forward_lse, rel_err, run_problem)
 
 from longca_plugin_cudnn import frontend, hooks
 
@@ -60,11 +57,11 @@ def test_lse_matches_reference(mask):
     """The stats come back as the executor's lse: natural log, one value per query row and head."""
     _need_frontend()
     problem = _problem(mask, direction="fwd")
-    m = build_mask(problem)
+    m = problem_mask(problem)
     q, k, v = make_inputs(problem)
     prepared = frontend.prepare(problem, m, q, k, v)
-    out, lse = run_forward(prepared.adapter, prepared.ex, q, k, v)
-    want, want_lse = reference.forward_lse(q.float(), k.float(), v.float(), m.slices)
+    out, lse = flash_run_forward(prepared.adapter, prepared.ex, q, k, v)
+    want, want_lse = reference_forward_lse(q.float(), k.float(), v.float(), m.slices)
     assert rel_err(out, want) < 1e-2
     assert torch.allclose(lse, want_lse, atol=2e-2)
 
@@ -73,7 +70,7 @@ def test_graphs_are_built_in_prepare_only():
     _need_frontend()
     problem = _problem("causal_document")
     q, k, v = make_inputs(problem, requires_grad=True)
-    prepared = frontend.prepare(problem, build_mask(problem), q, k, v)
+    prepared = frontend.prepare(problem, problem_mask(problem), q, k, v)
     built = prepared.adapter.engine.builds
     assert built >= 2  # a forward and a backward graph
     dout = torch.randn_like(q)

@@ -14,9 +14,7 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from longca.runinfo import installed_version
-from longca import hookimpl
-from longca.specs import KernelSpec
+from longca.plugin import KernelSpec, hookimpl, installed_version
 
 BLOCK = 128
 MASKS = ("block_sparse_uniform",)

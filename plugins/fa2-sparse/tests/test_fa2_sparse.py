@@ -8,8 +8,7 @@ import importlib.util
 import pytest
 import torch
 
-from longca.problem import Problem, build_mask, make_inputs
-from longca.testing import conformance_tests
+from longca.plugin import Problem, make_inputs, problem_mask, conformance_tests
 from longca_plugin_fa2_sparse import hooks
 
 
@@ -22,7 +21,7 @@ def problem(seqlen=384, heads=(4, 2), block=128, batch=2):
 @pytest.mark.parametrize("seqlen,heads", [(384, (4, 2)), (300, (4, 4))])
 def test_prepared_mask_expands_to_the_core_mask(seqlen, heads):
     p = problem(seqlen, heads)
-    m = build_mask(p)
+    m = problem_mask(p)
     q, k, v = make_inputs(p)
     prep = hooks.prepare(p, m, q, k, v)
     blocks = -(-seqlen // 128)

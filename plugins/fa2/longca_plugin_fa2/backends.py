@@ -17,8 +17,8 @@ import inspect
 import os
 from typing import Any, Optional
 
-from longca_flashplan.executor import CallArgs, ExecCall
-from longca_flashplan.plan import any_window
+from longca import plugin
+from longca.plugin import CallArgs, ExecCall
 
 ENV_BACKEND = "LONGCA_FA2_BACKEND"  # "flash_attn" or "torch": force one implementation
 
@@ -41,11 +41,10 @@ def _gqa(q, k) -> bool:
     return q.shape[-2] != k.shape[-2]
 
 
-class TorchFlash:
+class TorchFlash(plugin.FlashAdapter):
     """torch's bundled FlashAttention-2 through `aten._flash_attention_forward/_backward`."""
 
     name = "torch-flash"
-    window_ok = staticmethod(any_window)
 
     def _extra(self, q, args: CallArgs):
         import torch
@@ -75,11 +74,10 @@ class TorchFlash:
         return dq, dk, dv
 
 
-class FlashAttn2:
+class FlashAttn2(plugin.FlashAdapter):
     """The flash_attn package's explicit-lse primitives (flash-attn >= 2.6)."""
 
     name = "flash_attn"
-    window_ok = staticmethod(any_window)
 
     def fwd(self, q, k, v, args: CallArgs):
         from flash_attn import flash_attn_interface as fai
@@ -107,6 +105,11 @@ class FlashAttn2:
                                      args.left, args.right, 0.0, None, False, None)
         return dq, dk, dv
 
+    def public_functions(self):
+        from flash_attn import flash_attn_func, flash_attn_varlen_func
+
+        return flash_attn_func, flash_attn_varlen_func
+
 
 def adapter():
     return FlashAttn2() if chosen() == "flash_attn" else TorchFlash()
@@ -115,15 +118,8 @@ def adapter():
 # ---- public entry points for single-call plans -------------------------------------------------
 
 def _flash_attn_public(q, k, v, call: ExecCall):
-    from flash_attn import flash_attn_func, flash_attn_varlen_func
-
-    a = call.args
-    if not a.varlen:
-        return flash_attn_func(q, k, v, softmax_scale=a.scale, causal=a.causal, window_size=(a.left, a.right))
-    out = flash_attn_varlen_func(q.reshape(-1, *q.shape[2:]), k.reshape(-1, *k.shape[2:]), v.reshape(-1, *v.shape[2:]),
-                                 a.cu_q, a.cu_k, a.max_q, a.max_k, softmax_scale=a.scale, causal=a.causal,
-                                 window_size=(a.left, a.right))
-    return out.view(*q.shape[:3], v.shape[-1])
+    fa2 = FlashAttn2()
+    return plugin.public_attention(fa2, fa2.public_functions(), q, k, v, call)
 
 
 def _sdpa_flash(q, k, v, call: ExecCall):

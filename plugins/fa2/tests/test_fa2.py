@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from longca.inventory import kernel_rows
-from longca.plugins import get_registry
+from longca.plugin import get_registry, kernel_rows
 
 from longca_plugin_fa2 import backends
 

@@ -11,20 +11,14 @@ from __future__ import annotations
 import importlib.util
 from typing import Optional
 
-from longca.runinfo import installed_version
-from longca import hookimpl
-from longca.specs import KernelSpec
-from longca_flashplan.executor import CallArgs, ExecCall, lse_primitives
-from longca_flashplan.kernel import gpu_reason
-from longca_flashplan.kernel import FA_MASKS, head_dim_reason, make_prepare_run, plan_reason
-from longca_flashplan.plan import any_window
+from longca import plugin
+from longca.plugin import CallArgs, any_window, head_dim_reason, installed_version, plan_reason
 
 
-class FA3:
+class FA3(plugin.FlashAdapter):
     """FlashAttention-3's explicit-lse primitives (flash-attention 2.8.x hopper/ signatures)."""
 
     name = "fa3"
-    window_ok = staticmethod(any_window)
 
     def fwd(self, q, k, v, args: CallArgs):
         import flash_attn_interface as fai
@@ -47,23 +41,10 @@ class FA3:
             args.scale, args.causal, args.left, args.right, 0.0, False, 0)
         return dq, dk, dv
 
+    def public_functions(self):
+        from flash_attn_interface import flash_attn_func, flash_attn_varlen_func
 
-def _public(q, k, v, call: ExecCall):
-    from flash_attn_interface import flash_attn_func, flash_attn_varlen_func
-
-    a = call.args
-    if not a.varlen:
-        res = flash_attn_func(q, k, v, softmax_scale=a.scale, causal=a.causal, window_size=(a.left, a.right))
-    else:
-        res = flash_attn_varlen_func(q.reshape(-1, *q.shape[2:]), k.reshape(-1, *k.shape[2:]),
-                                     v.reshape(-1, *v.shape[2:]), a.cu_q, a.cu_k, a.max_q, a.max_k,
-                                     softmax_scale=a.scale, causal=a.causal, window_size=(a.left, a.right))
-    out = res[0] if isinstance(res, tuple) else res
-    return out.view(*q.shape[:3], v.shape[-1])
-
-
-def public_for(adapter, call: ExecCall, q, k):
-    return _public
+        return flash_attn_func, flash_attn_varlen_func
 
 
 def library_reason() -> Optional[str]:
@@ -71,10 +52,6 @@ def library_reason() -> Optional[str]:
         return ("FlashAttention-3 (flash_attn_interface / flash_attn_3) is not installed; no wheel is published: "
                 "build it from flash-attention's hopper/ folder (see the longca-plugin-fa3 README)")
     return None
-
-
-def available() -> Optional[str]:
-    return "; ".join(r for r in (library_reason(), gpu_reason()) if r) or None
 
 
 def build_flags() -> dict:
@@ -102,11 +79,8 @@ def build_reason(problem, flags: dict, mask=None) -> Optional[str]:
     elif problem.direction != "fwd" and off("BACKWARD"):
         what = "the backward"
     elif (off("LOCAL") or off("VARLEN")) and mask is not False:
-        from longca_flashplan.kernel import cached_plan
-        from longca.problem import build_mask
-
-        mask = mask if mask is not None else build_mask(problem)
-        plan = cached_plan(mask, any_window)
+        mask = mask if mask is not None else plugin.problem_mask(problem)
+        plan = plugin.cached_flash_plan(mask, any_window)
         if off("LOCAL") and any(c.window not in ((-1, -1), (-1, 0)) for c in plan.calls):
             what = f"sliding windows (mask {problem.mask})"
         elif off("VARLEN") and any(len(c.bands) > 1 for c in plan.calls):
@@ -132,35 +106,18 @@ def version() -> str:
     return installed_version("flash_attn_3", "flash-attn-3") or "unknown version"
 
 
-prepare, run = make_prepare_run(FA3, public_for)
-forward_lse, backward_lse = lse_primitives(FA3)
-
-SPEC = KernelSpec(
-    name="fa3",
-    family="dense",
-    description="FlashAttention-3 (Hopper): varlen documents, window_size, lse-merged calls for heterogeneous masks",
-    masks=FA_MASKS,
-    prepare=prepare,
-    run=run,
-    dtypes=("bfloat16", "float16"),
-    head_dims=(128, 64, 96, 192, 256),
-    devices=("cuda",),
-    min_compute_capability=(9, 0),
-    available=available,
-    supports=supports,
-    supports_mask=supports_mask,
-    forward_lse=forward_lse,
-    backward_lse=backward_lse,
+SPEC = plugin.flash_kernel(
+    "fa3", "FlashAttention-3 (Hopper): varlen documents, window_size, lse-merged calls for heterogeneous masks",
+    FA3, library_reason=library_reason, supports=supports, supports_mask=supports_mask,
     backend=lambda: f"FlashAttention-3 {version()} (flash_attn_interface)",
-    url="https://github.com/Dao-AILab/flash-attention/tree/main/hopper",
-)
+    url="https://github.com/Dao-AILab/flash-attention/tree/main/hopper")
 
 
-@hookimpl
+@plugin.hookimpl
 def longca_kernels():
     return [SPEC]
 
 
-@hookimpl
+@plugin.hookimpl
 def longca_env_info(info):
     info["flash_attn_3"] = version() if library_reason() is None else "not installed"

@@ -5,8 +5,7 @@ import sys
 
 import pytest
 import torch
-from longca.inventory import kernel_rows
-from longca.plugins import get_registry
+from longca.plugin import get_registry, kernel_rows
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only listing")
@@ -25,7 +24,7 @@ def test_claims():
 
 def test_cut_down_build_refuses_what_it_lacks():
     """A build without fp16 or other head dims refuses them instead of crashing the process."""
-    from longca.problem import Problem
+    from longca.plugin import Problem
 
     from longca_plugin_fa3.hooks import build_reason
 

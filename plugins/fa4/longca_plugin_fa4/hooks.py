@@ -10,32 +10,25 @@ import importlib.util
 import os
 from typing import Optional
 
-from longca.runinfo import installed_version
-from longca import hookimpl
-from longca.specs import KernelSpec
-from longca_flashplan.executor import CallArgs, ExecCall, lse_primitives
-from longca_flashplan.kernel import gpu_reason
-from longca_flashplan.kernel import FA_MASKS, head_dim_reason, make_prepare_run, plan_reason
-from longca_flashplan.plan import any_window
+from longca import plugin
+from longca.plugin import CallArgs, installed_version
 
 
-def _window(args: CallArgs):
-    """(causal, left, right) in flash-attn-4's convention: None = unbounded."""
-    if args.causal:
-        return True, None, None
-    return False, (None if args.left < 0 else args.left), (None if args.right < 0 else args.right)
-
-
-class FA4:
+class FA4(plugin.FlashAdapter):
     """flash-attn-4's explicit-lse primitives."""
 
     name = "fa4"
-    window_ok = staticmethod(any_window)
+
+    def window(self, args: CallArgs):
+        """(causal, left, right) in flash-attn-4's convention: None = unbounded."""
+        if args.causal:
+            return True, None, None
+        return False, (None if args.left < 0 else args.left), (None if args.right < 0 else args.right)
 
     def fwd(self, q, k, v, args: CallArgs):
         from flash_attn.cute.interface import _flash_attn_fwd
 
-        causal, left, right = _window(args)
+        causal, left, right = self.window(args)
         res = _flash_attn_fwd(q, k, v, cu_seqlens_q=args.cu_q, cu_seqlens_k=args.cu_k,
                               max_seqlen_q=args.max_q if args.varlen else None,
                               max_seqlen_k=args.max_k if args.varlen else None,
@@ -46,32 +39,17 @@ class FA4:
     def bwd(self, dout, q, k, v, out, lse, args: CallArgs):
         from flash_attn.cute.interface import _flash_attn_bwd
 
-        causal, left, right = _window(args)
+        causal, left, right = self.window(args)
         kwargs = dict(cu_seqlens_q=args.cu_q, cu_seqlens_k=args.cu_k,
                       max_seqlen_q=args.max_q, max_seqlen_k=args.max_k) if args.varlen else {}
         dq, dk, dv = _flash_attn_bwd(q, k, v, out, dout, lse, args.scale, causal, 0.0,
                                      window_size_left=left, window_size_right=right, **kwargs)[:3]
         return dq, dk, dv
 
+    def public_functions(self):
+        from flash_attn.cute import flash_attn_func, flash_attn_varlen_func
 
-def _public(q, k, v, call: ExecCall):
-    from flash_attn.cute import flash_attn_func, flash_attn_varlen_func
-
-    a = call.args
-    causal, left, right = _window(a)
-    if not a.varlen:
-        res = flash_attn_func(q, k, v, softmax_scale=a.scale, causal=causal, window_size=(left, right))
-    else:
-        res = flash_attn_varlen_func(q.reshape(-1, *q.shape[2:]), k.reshape(-1, *k.shape[2:]),
-                                     v.reshape(-1, *v.shape[2:]), cu_seqlens_q=a.cu_q, cu_seqlens_k=a.cu_k,
-                                     max_seqlen_q=a.max_q, max_seqlen_k=a.max_k, softmax_scale=a.scale,
-                                     causal=causal, window_size=(left, right))
-    out = res[0] if isinstance(res, tuple) else res
-    return out.view(*q.shape[:3], v.shape[-1])
-
-
-def public_for(adapter, call: ExecCall, q, k):
-    return _public
+        return flash_attn_func, flash_attn_varlen_func
 
 
 def library_reason() -> Optional[str]:
@@ -88,55 +66,22 @@ def library_reason() -> Optional[str]:
     return None
 
 
-def available() -> Optional[str]:
-    lib = library_reason()
-    gpu = gpu_reason()
-    return "; ".join(r for r in (lib, gpu) if r) or None
-
-
-def supports(problem) -> Optional[str]:
-    return head_dim_reason(problem)
-
-
-def supports_mask(problem, mask) -> Optional[str]:
-    return plan_reason(problem, mask, any_window)
-
-
 def version() -> str:
     return installed_version("flash-attn-4", "fa4") or "unknown version"
 
 
-prepare, run = make_prepare_run(FA4, public_for)
-forward_lse, backward_lse = lse_primitives(FA4)
-
-SPEC = KernelSpec(
-    name="fa4",
-    family="dense",
-    description="flash-attn-4 (CuTe DSL, JIT): varlen documents, window_size, lse-merged calls for "
-                "heterogeneous masks",
-    masks=FA_MASKS,
-    prepare=prepare,
-    run=run,
-    dtypes=("bfloat16", "float16"),
-    head_dims=(128, 64, 96, 192, 256),
-    devices=("cuda",),
-    min_compute_capability=(9, 0),
-    available=available,
-    supports=supports,
-    supports_mask=supports_mask,
-    forward_lse=forward_lse,
-    backward_lse=backward_lse,
-    backend=lambda: f"flash-attn-4 {version()} (flash_attn.cute)",
-    url="https://github.com/Dao-AILab/flash-attention/tree/main/flash_attn/cute",
-)
+SPEC = plugin.flash_kernel(
+    "fa4", "flash-attn-4 (CuTe DSL, JIT): varlen documents, window_size, lse-merged calls for heterogeneous masks",
+    FA4, library_reason=library_reason, backend=lambda: f"flash-attn-4 {version()} (flash_attn.cute)",
+    url="https://github.com/Dao-AILab/flash-attention/tree/main/flash_attn/cute")
 
 
-@hookimpl
+@plugin.hookimpl
 def longca_kernels():
     return [SPEC]
 
 
-@hookimpl
+@plugin.hookimpl
 def longca_env_info(info):
     for dist in ("flash-attn-4", "nvidia-cutlass-dsl", "quack-kernels", "apache-tvm-ffi"):
         if (found := installed_version(dist)):

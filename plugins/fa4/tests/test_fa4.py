@@ -5,8 +5,7 @@ import sys
 
 import pytest
 import torch
-from longca.inventory import kernel_rows
-from longca.plugins import get_registry
+from longca.plugin import get_registry, kernel_rows
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only listing")

@@ -15,10 +15,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from longca.runinfo import installed_version
-from longca import hookimpl
-from longca.masks.catalog import BLOCK_SPARSE_MASKS
-from longca.specs import KernelSpec
+from longca.plugin import BLOCK_SPARSE_MASKS, KernelSpec, hookimpl, installed_version
 
 from . import layout
 

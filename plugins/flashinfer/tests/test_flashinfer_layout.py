@@ -12,9 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from longca import reference
-from longca.problem import Problem, build_mask, make_inputs
-from longca.testing.compare import assert_close
+from longca.plugin import Problem, assert_close, make_inputs, problem_mask, reference_attention
 from longca_plugin_flashinfer import hooks, layout
 
 pytestmark = pytest.mark.numerics  # float results: CI runs these again under another ATEN_CPU_CAPABILITY
@@ -54,14 +52,14 @@ def problem(mask, heads, seqlen=256, block=64):
 @pytest.mark.parametrize("heads", [(4, 4), (4, 2), (4, 1)])
 def test_folded_bsr_matches_reference(heads):
     p = problem("block_sparse_uniform", heads)
-    m = build_mask(p)
+    m = problem_mask(p)
     q, k, v = make_inputs(p)
     indptr, indices = layout.bsr(torch.from_numpy(m.layout.keep))
     assert indptr.dtype == indices.dtype == torch.int32
     groups = heads[1]
     out = bsr_attention(indptr, indices, 64, layout.fold_q(q, groups), layout.fold_kv(k), layout.fold_kv(v))
     out = layout.unfold_out(out, groups, p.seqlen)
-    assert_close(out, reference.attention(q, k, v, m), 1e-5)
+    assert_close(out, reference_attention(q, k, v, m), 1e-5)
 
 
 class VariableWrapper:
@@ -90,16 +88,16 @@ def test_variable_prepare_and_run_match_reference(heads, monkeypatch):
     monkeypatch.setitem(sys.modules, "flashinfer.sparse", sparse)
     monkeypatch.setattr(hooks, "WORKSPACE_BYTES", 1)
     p = problem("block_sparse_variable", heads, seqlen=300)
-    m = build_mask(p)
+    m = problem_mask(p)
     q, k, v = make_inputs(p)
     prepared = hooks.prepare(p, m, q, k, v)
     assert prepared.variable
-    assert_close(hooks.run(prepared, q, k, v), reference.attention(q, k, v, m), 1e-5)
+    assert_close(hooks.run(prepared, q, k, v), reference_attention(q, k, v, m), 1e-5)
 
 
 def test_variable_token_count_and_estimate():
     p = problem("block_sparse_variable", (8, 8), seqlen=8192)
-    m = build_mask(p)
+    m = problem_mask(p)
     exact = layout.variable_tokens(m.layout.keep, np.diff(m.layout.q_bounds))
     # one index per kept key token of every (KV head, row block): count the first row of each block
     want = sum(int(m.dense((int(r), int(r) + 1)).sum()) for r in m.layout.q_bounds[:-1])

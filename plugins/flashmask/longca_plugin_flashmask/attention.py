@@ -11,7 +11,7 @@ from types import ModuleType
 from typing import Optional
 
 import torch
-from longca.autograd import lse_attention
+from longca.plugin import lse_attention
 
 from .configs import config
 from .plan import Plan, plan_from_slices

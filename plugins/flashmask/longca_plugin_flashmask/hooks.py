@@ -8,8 +8,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from longca import hookimpl
-from longca.specs import ANY_STATIC, KernelSpec
+from longca.plugin import ANY_STATIC, Device, KernelSpec, hookimpl
 
 HEAD_DIMS = (64, 128)
 
@@ -33,7 +32,7 @@ def available() -> Optional[str]:
     return None
 
 
-def devices() -> tuple[str, ...]:
+def devices() -> tuple[Device, ...]:
     """CUDA always; the CPU too when Triton's interpreter is on (read when the plugin loads)."""
     return ("cpu", "cuda") if interpreting() else ("cuda",)
 

@@ -172,7 +172,7 @@ def compact(cls: torch.Tensor, partial_cost: float = 1.15) -> TileLists:
 
 def plan_from_slices(slices, seqlen_q: int, seqlen_k: int, device) -> Plan:
     """A plan straight from mask slices in local coordinates (for the CP primitives)."""
-    from longca.masks.slices import flashmask_bounds
+    from longca.plugin import flashmask_bounds
 
     return make_plan(flashmask_bounds(slices, seqlen_q, seqlen_k), seqlen_q, seqlen_k, device)
 

@@ -14,12 +14,9 @@ import torch
 
 pytest.importorskip("triton")
 
-from longca import reference  # noqa: E402
-from longca.measure import rel_err  # noqa: E402
-from longca.masks import slices as sl  # noqa: E402
-from longca.masks.catalog import STATIC_MASKS  # noqa: E402
-from longca.problem import Problem, build_mask  # noqa: E402
-from longca.testing.compare import assert_close  # noqa: E402
+from longca.plugin import reference_attention, reference_backward_lse, reference_forward_lse, rel_err  # noqa: E402
+from longca import plugin  # noqa: E402
+from longca.plugin import Problem, STATIC_MASKS, assert_close, problem_mask  # noqa: E402
 from longca_plugin_flashmask import hooks  # noqa: E402
 from longca_plugin_flashmask.attention import attention, backward_lse, forward_lse  # noqa: E402
 from longca_plugin_flashmask.plan import FULL, SKIP, classify, make_plan  # noqa: E402
@@ -41,14 +38,14 @@ def small_slices(name: str, seqlen: int = S) -> np.ndarray:
     if name == "block_causal_document":
         out = []
         for a, b in ((0, 64), (64, seqlen)):
-            out += [(c, c + 32, a, c + 32, sl.FULL) for c in range(a, b, 32)]
-        return sl.as_array(out)
+            out += [(c, c + 32, a, c + 32, plugin.FULL) for c in range(a, b, 32)]
+        return plugin.slices_array(out)
     params = {"window": 24} if "window" in name else {}
     if name == "global_sliding_window":
         params["global_tokens"] = 8
     problem = Problem(kernel="reference", mask=name, seqlen=seqlen, sampler="uniform",
                       sampler_params={"min_len": 16, "max_len": 64}, mask_params=params)
-    return build_mask(problem).slices
+    return problem_mask(problem).slices
 
 
 def inputs(batch, sq, sk, hq, hkv, dim, dtype, seed=0):
@@ -62,12 +59,12 @@ def inputs(batch, sq, sk, hq, hkv, dim, dtype, seed=0):
 def compare(slices, q, k, v, sq, sk):
     """Relative errors of out, dq, dk, dv against the float32 reference."""
     q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
-    plan = make_plan(sl.flashmask_bounds(slices, sq, sk), sq, sk, q.device)
+    plan = make_plan(plugin.flashmask_bounds(slices, sq, sk), sq, sk, q.device)
     out = attention(q, k, v, plan)
     dout = torch.randn_like(out)
     got = torch.autograd.grad(out, (q, k, v), dout)
     qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
-    ref = reference.attention(qf, kf, vf, slices)
+    ref = reference_attention(qf, kf, vf, slices)
     want = torch.autograd.grad(ref, (qf, kf, vf), dout.float())
     return {"out": rel_err(out, ref), **{f"d{n}": rel_err(g, w) for n, g, w in zip("qkv", got, want)}}
 
@@ -82,7 +79,8 @@ def test_mask_forward_backward(name):
 def test_fp16_batch_two_ragged_length():
     """fp16, batch 2, a length that is not a multiple of the tiles, MHA, head_dim 128."""
     n = 100
-    slices = sl.as_array([(0, 40, 0, 40, sl.CAUSAL), (40, n, 0, 40, sl.FULL), (40, n, 40, n, sl.CAUSAL)])
+    slices = plugin.slices_array([(0, 40, 0, 40, plugin.CAUSAL), (40, n, 0, 40, plugin.FULL),
+                                  (40, n, 40, n, plugin.CAUSAL)])
     errors = compare(slices, *inputs(2, n, n, 2, 2, 128, torch.float16, seed=1), n, n)
     assert max(errors.values()) < TOL, errors
 
@@ -125,7 +123,8 @@ def test_fused_backward_ragged_gqa(head_minor, rotate, fused):
     from longca_plugin_flashmask import configs
 
     n = 100
-    slices = sl.as_array([(0, 40, 0, 40, sl.CAUSAL), (40, n, 0, 40, sl.FULL), (40, n, 40, n, sl.CAUSAL)])
+    slices = plugin.slices_array([(0, 40, 0, 40, plugin.CAUSAL), (40, n, 0, 40, plugin.FULL),
+                                  (40, n, 40, n, plugin.CAUSAL)])
     with configs.override(dkv_head_minor=head_minor, fused_rotate=rotate):
         errors = compare(slices, *inputs(2, n, n, 4, 1, 64, torch.float16, seed=5), n, n)
     assert max(errors.values()) < TOL, errors
@@ -133,13 +132,13 @@ def test_fused_backward_ragged_gqa(head_minor, rotate, fused):
 
 def test_fused_cp_primitive_empty_rows(fused):
     """backward_lse through the fused path on a crop with Sq != Sk and rows that see nothing (dQ 0)."""
-    part = sl.crop(small_slices("causal_document", 192), (64, 160), (0, 128), relative=True)
-    empty = sl.as_array([s for s in sl.crop(part, (0, 96), (0, 128), relative=True).tolist() if s[0] >= 16])
+    part = plugin.crop(small_slices("causal_document", 192), (64, 160), (0, 128), relative=True)
+    empty = plugin.slices_array([s for s in plugin.crop(part, (0, 96), (0, 128), relative=True).tolist() if s[0] >= 16])
     q, k, v = inputs(1, 96, 128, 4, 2, 64, torch.bfloat16, seed=6)
-    out, lse = reference.forward_lse(q, k, v, empty)
+    out, lse = reference_forward_lse(q, k, v, empty)
     dout = torch.randn_like(out)
     got = backward_lse(dout, q, k, v, out, lse, empty)
-    want = reference.backward_lse(dout, q, k, v, out, lse, empty)
+    want = reference_backward_lse(dout, q, k, v, out, lse, empty)
     assert got[0][:, :16].abs().max() == 0
     for g, w in zip(got, want):
         assert rel_err(g, w) < TOL
@@ -174,19 +173,19 @@ def test_plan_classification_is_exact():
     """Skipped tiles are exactly the empty ones and full tiles exactly the unmasked ones."""
     for name in STATIC_MASKS:
         slices = small_slices(name, 512)
-        plan = make_plan(sl.flashmask_bounds(slices, 512, 512), 512, 512, "cpu")
+        plan = make_plan(plugin.flashmask_bounds(slices, 512, 512), 512, 512, "cpu")
         for bm, bn in ((32, 32), (64, 32), (32, 64)):
             cls = classify(plan, bm, bn).numpy()
-            exact = sl.block_map(slices, 512, 512, bm, bn)
-            dense = sl.dense(slices, (0, 512), (0, 512)).reshape(512 // bm, bm, 512 // bn, bn)
+            exact = plugin.block_map(slices, 512, 512, bm, bn)
+            dense = plugin.dense(slices, (0, 512), (0, 512)).reshape(512 // bm, bm, 512 // bn, bn)
             assert np.array_equal(cls == SKIP, ~dense.any(axis=(1, 3))), name
             assert np.array_equal(cls == FULL, dense.all(axis=(1, 3))), name
-            assert ((cls != FULL) | (exact != sl.PARTIAL)).all(), name
+            assert ((cls != FULL) | (exact != plugin.PARTIAL)).all(), name
 
 
 def test_plan_lists_cover_every_tile():
     slices = small_slices("share_question", 256)
-    plan = make_plan(sl.flashmask_bounds(slices, 256, 256), 256, 256, "cpu")
+    plan = make_plan(plugin.flashmask_bounds(slices, 256, 256), 256, 256, "cpu")
     cls = classify(plan, 32, 64)
     tiles = plan.tiles("rows", 32, 64)
     for i in range(cls.shape[0]):
@@ -200,20 +199,20 @@ def test_plan_lists_cover_every_tile():
 def test_cp_primitives_rectangular_and_empty_rows():
     """forward_lse / backward_lse on a crop (Sq != Sk) with rows that see nothing."""
     whole = small_slices("causal_document", 192)
-    part = sl.crop(whole, (64, 160), (0, 128), relative=True)
-    part = sl.crop(part, (0, 96), (0, 128), relative=True)
+    part = plugin.crop(whole, (64, 160), (0, 128), relative=True)
+    part = plugin.crop(part, (0, 96), (0, 128), relative=True)
     sq, sk = 96, 128
     q, k, v = inputs(1, sq, sk, 4, 2, 64, torch.bfloat16, seed=2)
-    empty = sl.as_array([s for s in part.tolist() if s[0] >= 16])  # rows 0..15 see nothing
+    empty = plugin.slices_array([s for s in part.tolist() if s[0] >= 16])  # rows 0..15 see nothing
     out, lse = forward_lse(q, k, v, empty)
-    ref_out, ref_lse = reference.forward_lse(q, k, v, empty)
+    ref_out, ref_lse = reference_forward_lse(q, k, v, empty)
     assert rel_err(out, ref_out) < TOL
     assert torch.isinf(ref_lse).any()
     assert_close(lse, ref_lse, 1e-4, "lse")  # float32 lse of bf16 inputs, both ways; -inf rows exactly
     assert out[:, :16].abs().max() == 0
     dout = torch.randn_like(out)
     got = backward_lse(dout, q, k, v, ref_out, ref_lse, empty)
-    want = reference.backward_lse(dout, q, k, v, ref_out, ref_lse, empty)
+    want = reference_backward_lse(dout, q, k, v, ref_out, ref_lse, empty)
     for g, w in zip(got, want):
         assert rel_err(g, w) < TOL
 
@@ -221,7 +220,7 @@ def test_cp_primitives_rectangular_and_empty_rows():
 @pytest.fixture
 def interpreter_registry(monkeypatch):
     """A registry loaded with TRITON_INTERPRET=1, so the spec claims the CPU."""
-    from longca.plugins import get_registry
+    from longca.plugin import get_registry
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     yield get_registry(reload=True)
@@ -230,11 +229,12 @@ def interpreter_registry(monkeypatch):
 
 def test_some_conformance_cases(interpreter_registry):
     """A subset of longca's conformance suite (the rest is too slow in the interpreter)."""
-    from longca.testing.conformance import Settings, conformance_cases
+    from longca.plugin import Settings, conformance_cases
 
     always = {"registered", "spec", "available", "refusals-cpu"}
     some = ("mask-prefix_lm_causal-", "dtype-float16-")
-    cases = [c for c in conformance_cases("flashmask", interpreter_registry, ("cpu",), Settings(seqlen=128))
+    cases = [c for c in conformance_cases("flashmask", registry=interpreter_registry, devices=("cpu",),
+                                          settings=Settings(seqlen=128))
              if c.id in always or c.id.startswith(some)]
     assert always <= {c.id for c in cases} and len(cases) > len(always)
     for case in cases:

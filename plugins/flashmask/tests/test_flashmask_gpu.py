@@ -15,10 +15,7 @@ import os
 import pytest
 import torch
 
-from longca.measure import TOLERANCE, RunOptions, run_problem
-from longca.masks.catalog import STATIC_MASKS
-from longca.problem import Problem
-from longca.testing import conformance_tests
+from longca.plugin import Problem, RunOptions, STATIC_MASKS, TOLERANCE, conformance_tests, run_problem
 
 pytestmark = pytest.mark.longca_gpu
 CASES = {

@@ -19,10 +19,8 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-from longca.runinfo import installed_version
-from longca import hookimpl
-from longca.specs import ANY_STATIC, KernelSpec
-from longca_plugin_flex.kernel import FlexKernel, supports_mask
+from longca.plugin import hookimpl, installed_version
+from longca_plugin_flex.kernel import FlexKernel
 
 KERNEL_OPTIONS = {"BACKEND": "FLASH"}
 KERNEL = FlexKernel(KERNEL_OPTIONS)
@@ -80,24 +78,11 @@ def backend() -> str:
             f"create_block_mask over each mask's natural mask_mod")
 
 
-SPEC = KernelSpec(
-    name="flex-fa4",
-    family="dense",
-    description="FlexAttention on FlashAttention-4 (kernel_options BACKEND=FLASH): natural mask_mod, create_block_mask",
-    masks=(ANY_STATIC,),  # every static mask: its natural mask_mod, or FlashMask bounds (supports_mask)
-    prepare=KERNEL.prepare,
-    run=KERNEL.run,
-    dtypes=("bfloat16", "float16"),
-    devices=("cuda",),
-    min_compute_capability=(9, 0),
-    available=available,
-    supports=supports,
-    supports_mask=supports_mask,
-    forward_lse=KERNEL.forward_lse,
-    backward_lse=KERNEL.backward_lse,
-    backend=backend,
-    url="https://pytorch.org/blog/flexattention-flash-attention-4/",
-)
+SPEC = KERNEL.spec(
+    "flex-fa4",
+    "FlexAttention on FlashAttention-4 (kernel_options BACKEND=FLASH): natural mask_mod, create_block_mask",
+    dtypes=("bfloat16", "float16"), devices=("cuda",), min_compute_capability=(9, 0), available=available,
+    supports=supports, backend=backend, url="https://pytorch.org/blog/flexattention-flash-attention-4/")
 
 
 @hookimpl

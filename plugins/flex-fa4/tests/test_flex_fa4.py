@@ -3,10 +3,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from longca.measure import RunOptions, run_problem
-from longca.masks.catalog import STATIC_MASKS
-from longca.plugins import get_registry
-from longca.problem import Problem
+from longca.plugin import Problem, RunOptions, STATIC_MASKS, get_registry, run_problem
 
 from longca_plugin_flex_fa4 import hooks
 

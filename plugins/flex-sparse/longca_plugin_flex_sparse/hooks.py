@@ -12,9 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from longca import hookimpl
-from longca.masks.catalog import BLOCK_SPARSE_MASKS
-from longca.specs import KernelSpec
+from longca.plugin import BLOCK_SPARSE_MASKS, KernelSpec, hookimpl
 
 from . import blockmask
 

@@ -8,9 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from longca.measure import RunOptions, run_problem
-from longca.problem import Problem, build_mask
-from longca.testing import conformance_tests
+from longca.plugin import Problem, RunOptions, conformance_tests, problem_mask, run_problem
 from longca_plugin_flex_sparse import blockmask, hooks
 
 pytestmark = pytest.mark.numerics  # float results: CI runs these again under another ATEN_CPU_CAPABILITY
@@ -42,7 +40,7 @@ def brute_force(mask, tile):
     ("block_sparse_variable", 700, 64), ("block_sparse_variable", 700, 128), ("block_sparse_variable", 300, 16),
 ])
 def test_classify_matches_dense_mask(mask, seqlen, block):
-    m = build_mask(problem(mask, seqlen, block=block))
+    m = problem_mask(problem(mask, seqlen, block=block))
     tile = blockmask.tile_size(mask, block)
     assert tile == (block if mask == "block_sparse_uniform" and block % 128 == 0 else 128)
     full, partial = blockmask.classify(m.layout, tile, "cpu")
@@ -53,7 +51,7 @@ def test_classify_matches_dense_mask(mask, seqlen, block):
 
 
 def test_block_mask_layout():
-    m = build_mask(problem("block_sparse_variable", 700, heads=(4, 2)))
+    m = problem_mask(problem("block_sparse_variable", 700, heads=(4, 2)))
     built = blockmask.build(m.layout, 4, 128, "cpu")
     full, partial = brute_force(m, 128)
     assert (built.full_tiles, built.partial_tiles) == (int(full.sum()), int(partial.sum()))

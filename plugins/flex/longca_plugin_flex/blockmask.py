@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
-from longca.masks import slices as sl
+from longca import plugin
 
 BLOCK = 128
 
@@ -27,7 +27,7 @@ def flashmask_mask_mod(slices: np.ndarray, seqlen_q: int, seqlen_k: int, device)
     causal-document one gathers one bound, where the four gathers of the plain form cost the
     kernel its speed (a CP strategy's crops are all given in this form).
     """
-    bounds = sl.flashmask_bounds(slices, seqlen_q, seqlen_k)
+    bounds = plugin.flashmask_bounds(slices, seqlen_q, seqlen_k)
     intervals = [(_bound(bounds[start], device), _bound(bounds[end], device))
                  for start, end in (("UTS", "UTE"), ("LTS", "LTE"))
                  if not np.array_equal(bounds[start], bounds[end])]  # an interval empty for every key drops out
@@ -113,10 +113,10 @@ def block_mask_from_slices(slices: np.ndarray, seqlen_q: int, seqlen_k: int, dev
     """The BlockMask of `slices` (shared by every batch and head), via `BlockMask.from_kv_blocks`."""
     from torch.nn.attention.flex_attention import BlockMask
 
-    slices = sl.as_array(slices)
-    bmap = sl.block_map(slices, seqlen_q, seqlen_k, block, block)
-    kv_num, kv_idx = _block_lists(bmap == sl.PARTIAL)
-    full_num, full_idx = _block_lists(bmap == sl.FULL_BLOCK)
+    slices = plugin.slices_array(slices)
+    bmap = plugin.block_map(slices, seqlen_q, seqlen_k, block, block)
+    kv_num, kv_idx = _block_lists(bmap == plugin.PARTIAL)
+    full_num, full_idx = _block_lists(bmap == plugin.FULL_BLOCK)
     put = lambda t: t[None, None].to(device)  # noqa: E731 - (B=1, H=1, ...) broadcast over batch and heads
     return BlockMask.from_kv_blocks(put(kv_num), put(kv_idx), put(full_num), put(full_idx), BLOCK_SIZE=block,
                                     mask_mod=flashmask_mask_mod(slices, seqlen_q, seqlen_k, device),

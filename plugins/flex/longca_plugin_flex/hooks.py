@@ -13,10 +13,9 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-from longca import hookimpl
-from longca.specs import ANY_STATIC, KernelSpec
+from longca.plugin import hookimpl
 
-from .kernel import FlexKernel, supports_mask
+from .kernel import FlexKernel
 
 KERNEL = FlexKernel()
 
@@ -44,22 +43,10 @@ def backend() -> str:
             f"create_block_mask over each mask's natural mask_mod")
 
 
-SPEC = KernelSpec(
-    name="flex",
-    family="dense",
-    description="FlexAttention (Triton): compiled flex_attention, create_block_mask over each mask's natural mask_mod",
-    masks=(ANY_STATIC,),  # every static mask: its natural mask_mod, or FlashMask bounds (supports_mask)
-    prepare=KERNEL.prepare,
-    run=KERNEL.run,
-    devices=("cpu", "cuda"),
-    available=available,
-    supports=supports,
-    supports_mask=supports_mask,
-    forward_lse=KERNEL.forward_lse,
-    backward_lse=KERNEL.backward_lse,
-    backend=backend,
-    url="https://pytorch.org/docs/stable/nn.attention.flex_attention.html",
-)
+SPEC = KERNEL.spec(
+    "flex", "FlexAttention (Triton): compiled flex_attention, create_block_mask over each mask's natural mask_mod",
+    devices=("cpu", "cuda"), available=available, supports=supports, backend=backend,
+    url="https://pytorch.org/docs/stable/nn.attention.flex_attention.html")
 
 
 @hookimpl

@@ -22,9 +22,7 @@ import os
 from typing import Any, Optional
 
 import torch
-from longca.errors import UnsupportedError
-from longca.lru import SlicesCache
-from longca.masks.mask_mods import mask_mod_builder, natural_mask_mod
+from longca.plugin import ANY_STATIC, KernelSpec, SlicesCache, UnsupportedError, mask_mod_builder, natural_mask_mod
 
 from .blockmask import BLOCK, block_mask_from_slices
 
@@ -73,6 +71,13 @@ class FlexKernel:
         self.kernel_options = dict(kernel_options or {})
         self._compiled: dict[str, Any] = {}
         self.block_masks = BlockMaskCache()
+
+    def spec(self, name: str, description: str, **fields: Any) -> KernelSpec:
+        """The KernelSpec of this kernel (flex, flex-fa4): every static mask, its natural mask_mod or
+        FlashMask bounds (`supports_mask`), and the lse primitives; `fields` give the rest."""
+        return KernelSpec(name=name, family="dense", description=description, masks=(ANY_STATIC,),
+                          prepare=self.prepare, run=self.run, supports_mask=supports_mask,
+                          forward_lse=self.forward_lse, backward_lse=self.backward_lse, **fields)
 
     def fn(self, device: torch.device):
         """flex_attention (with this kernel's options), compiled once per process where wanted."""

@@ -4,9 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from longca.measure import RunOptions, run_problem
-from longca.masks.catalog import STATIC_MASKS
-from longca.problem import Problem, build_mask
+from longca.plugin import Problem, RunOptions, STATIC_MASKS, problem_mask, run_problem
 
 from longca_plugin_flex.blockmask import block_mask_from_slices
 
@@ -36,7 +34,7 @@ def test_cpu_backward_is_unsupported_with_reason():
 @pytest.mark.parametrize("mask", ["causal_document", "share_question", "global_sliding_window"])
 def test_block_mask_matches_dense_mask(mask):
     """The BlockMask from slices, expanded to pairs, is exactly the mask."""
-    m = build_mask(problem(mask))
+    m = problem_mask(problem(mask))
     bm = block_mask_from_slices(m.slices, m.seqlen, m.seqlen, "cpu")
     dense = bm.to_dense()[0, 0].numpy().astype(bool)  # block level
     bmap = m.block_map(128)
@@ -51,7 +49,7 @@ def test_user_block_mask_is_the_mask(mask):
     """prepare's BlockMask (create_block_mask over the natural mask_mod) has the exact block map and pairs."""
     from longca_plugin_flex.kernel import block_mask_for
 
-    m = build_mask(problem(mask))
+    m = problem_mask(problem(mask))
     bm = block_mask_for(m, "cpu")
     assert np.array_equal(bm.to_dense()[0, 0].numpy().astype(bool), m.block_map(128) > 0)
     q = torch.arange(m.seqlen)[:, None]
@@ -63,7 +61,7 @@ def test_lse_primitives_reuse_the_block_mask_of_a_crop():
     """A CP strategy passes the same crops every step: their BlockMask is built once, not per call."""
     from longca_plugin_flex.kernel import BlockMaskCache
 
-    a, b = build_mask(problem("causal_document")), build_mask(problem("causal"))
+    a, b = problem_mask(problem("causal_document")), problem_mask(problem("causal"))
     cache = BlockMaskCache(size=1)
     first = cache.get(a.slices, a.seqlen, a.seqlen, "cpu")
     assert cache.get(np.array(a.slices).tolist(), a.seqlen, a.seqlen, "cpu") is first  # same crop, any form
@@ -75,7 +73,7 @@ def test_lse_primitives_reuse_the_block_mask_of_a_crop():
 def test_backward_lse_refused_by_the_backend_is_unsupported(monkeypatch):
     """A backend without the gradient through lse (FLASH in torch 2.11) makes backward_lse `unsupported`
     with the backend's own sentence; any other failure stays an error."""
-    from longca.errors import UnsupportedError
+    from longca.plugin import UnsupportedError
     from longca_plugin_flex.kernel import FlexKernel
 
     message = ("LoweringException: NotImplementedError: FLASH backend backward does not support differentiating "
@@ -92,7 +90,7 @@ def test_backward_lse_refused_by_the_backend_is_unsupported(monkeypatch):
 
     kernel = FlexKernel({"BACKEND": "FLASH"})
     monkeypatch.setattr(kernel, "call", lambda q, k, v, bm, scale=None, lse=False: Refusing.apply(q, k, v))
-    m = build_mask(problem("causal"))
+    m = problem_mask(problem("causal"))
     q, k, v = (torch.randn(1, m.seqlen, 2, 8) for _ in range(3))
     out, lse = torch.randn(1, m.seqlen, 2, 8), torch.zeros(1, 2, m.seqlen)
     text = message
@@ -112,18 +110,18 @@ def _pairs(mask_mod, seqlen_q: int, seqlen_k: int) -> np.ndarray:
 def test_bounds_mask_mod_is_exact_on_every_mask_and_on_crops_of_it(mask):
     """The generic mask_mod (constants, shifted keys or gathered bounds, whichever is exact) gives
     exactly the mask's pairs, for whole masks and for the crops a CP strategy passes."""
-    from longca.masks import slices as sl
+    from longca import plugin
     from longca_plugin_flex.blockmask import flashmask_mask_mod
 
     for sample in range(2):
-        m = build_mask(problem(mask), sample)
+        m = problem_mask(problem(mask), sample)
         s = m.seqlen
         assert np.array_equal(_pairs(flashmask_mask_mod(m.slices, s, s, "cpu"), s, s), m.dense()), sample
         rng = np.random.default_rng(sample)
         for _ in range(6):
             q0, q1 = sorted(rng.choice(s + 1, 2, replace=False).tolist())
             k0, k1 = sorted(rng.choice(s + 1, 2, replace=False).tolist())
-            crop = sl.crop(m.slices, (q0, q1), (k0, k1), relative=True)
+            crop = plugin.crop(m.slices, (q0, q1), (k0, k1), relative=True)
             if len(crop) == 0:
                 continue
             got = _pairs(flashmask_mask_mod(crop, q1 - q0, k1 - k0, "cpu"), q1 - q0, k1 - k0)
@@ -133,12 +131,12 @@ def test_bounds_mask_mod_is_exact_on_every_mask_and_on_crops_of_it(mask):
 def test_bounds_mask_mod_gathers_only_what_is_not_arithmetic():
     """full, causal and the causal window need no table (a causal mask reads `q >= kv`, as its natural
     mask_mod does); a causal document mask or prefix-LM needs one, not four."""
-    from longca.masks import slices as sl
+    from longca import plugin
     from longca_plugin_flex.blockmask import _bound
 
     def tables(name):
-        m = build_mask(problem(name))
-        bounds = sl.flashmask_bounds(m.slices, m.seqlen, m.seqlen)
+        m = problem_mask(problem(name))
+        bounds = plugin.flashmask_bounds(m.slices, m.seqlen, m.seqlen)
         return sum(_bound(values, "cpu").table is not None for values in bounds.values())
 
     assert tables("full") == tables("causal") == tables("sliding_window_causal") == 0

@@ -6,12 +6,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from longca.autograd import lse_attention
-from longca_cp.attend import backward_calls, forward_calls
-from longca_cp.calls import Call
-from longca_cp.comm import gather_seq, reduce_scatter_seq
-from longca.merge import GradAccumulator, OutputAccumulator
-from longca_cp.plan import CPPlan
+from longca.plugin import (CPPlan, Call, GradAccumulator, OutputAccumulator, backward_calls, forward_calls,
+                          gather_seq, lse_attention, reduce_scatter_seq)
 
 
 @dataclass

@@ -7,35 +7,17 @@ which a reduce-scatter returns to the ranks that own them.
 """
 from __future__ import annotations
 
-from longca import hookimpl
-from longca_cp.plan import dispatch, undispatch
-from longca.specs import ANY_STATIC, CPStrategySpec
-
-NAME = "ring-allgather"
-
-
-def resolve_options(problem, options):
-    from longca_cp.plan import resolve_options as resolve
-
-    return resolve(NAME, options, {"layout": "zigzag"})
-
-
-def supports(problem, options):
-    from longca_cp.hybrid import hybrid_unsupported
-
-    return hybrid_unsupported(problem, 1, 1, options["layout"])
+from longca import plugin
 
 
 def schedule(problem, mask, options):
-    from longca_cp.schedule import GatherSchedule
-
-    return GatherSchedule(problem, mask.slices, options["layout"])
+    return plugin.GatherSchedule(problem, mask.slices, options["layout"])
 
 
-def prepare(problem, mask, inner, group, options):
+def prepare(schedule, inner, group, options):
     from .allgather import prepare as build
 
-    return build(schedule(problem, mask, options), inner, group, options)
+    return build(schedule, inner, group, options)
 
 
 def attention(q, k, v, plan):
@@ -44,14 +26,10 @@ def attention(q, k, v, plan):
     return run(q, k, v, plan)
 
 
-@hookimpl
+@plugin.hookimpl
 def longca_cp_strategies():
-    return [CPStrategySpec(
-        name=NAME,
-        description="all-gather K/V, local (zigzag) queries against the keys they need, reduce-scatter dK/dV",
-        masks=(ANY_STATIC,),  # any mask given as slices: every call gets an exact crop
-        prepare=prepare, dispatch=dispatch, attention=attention, undispatch=undispatch,
-        supports=supports, resolve_options=resolve_options, schedule=schedule,
+    return [plugin.hybrid_strategy(
+        "ring-allgather", "all-gather K/V, local (zigzag) queries against the keys they need, reduce-scatter dK/dV",
+        schedule=schedule, prepare=prepare, attention=attention,
         options={"layout": "query layout: zigzag (default), contiguous"
-                                  ", doc_zigzag (each document in 2R pieces, one varlen call a step: TE's THD)"},
-    )]
+                           ", doc_zigzag (each document in 2R pieces, one varlen call a step: TE's THD)"})]

@@ -6,9 +6,7 @@ memory-efficient or math backend. GQA through `enable_gqa`.
 """
 from __future__ import annotations
 
-from longca import hookimpl
-from longca.memory import linear, quadratic
-from longca.specs import ANY_BLOCK_SPARSE, ANY_STATIC, KernelSpec
+from longca.plugin import ANY_BLOCK_SPARSE, ANY_STATIC, KernelSpec, hookimpl, linear_memory, quadratic_memory
 
 
 def prepare(problem, mask, q, k, v):
@@ -39,9 +37,9 @@ def memory(problem):
     """O(S) for causal and full (is_causal, no mask); else an S x S boolean mask per head, and on the CPU
     (math backend) the float32 scores and probabilities too."""
     if problem.mask in ("causal", "full"):
-        return linear(problem)
+        return linear_memory(problem)
     masks = problem.batch * problem.heads_q * problem.seqlen ** 2
-    return (quadratic(problem) if problem.device_type == "cpu" else linear(problem)) + masks
+    return (quadratic_memory(problem) if problem.device_type == "cpu" else linear_memory(problem)) + masks
 
 
 def available():

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import math
 
-from longca import hookimpl
-from longca.memory import quadratic
-from longca.specs import ANY_BLOCK_SPARSE, ANY_STATIC, KernelSpec
+from longca.plugin import ANY_BLOCK_SPARSE, ANY_STATIC, KernelSpec, hookimpl, quadratic_memory
 
 
 def prepare(problem, mask, q, k, v):
@@ -45,7 +43,7 @@ def longca_kernels():
         prepare=prepare,
         run=run,
         backend=lambda: "torch.matmul",
-        memory=quadratic,  # scores, mask and probabilities: S x S per head
+        memory=quadratic_memory,  # scores, mask and probabilities: S x S per head
     )]
 
 

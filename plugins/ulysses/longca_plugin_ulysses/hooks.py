@@ -7,49 +7,11 @@ Refused, with the reason, when the query heads do not divide over the ranks.
 """
 from __future__ import annotations
 
-from longca import hookimpl
-from longca_cp.plan import dispatch, undispatch
-from longca.specs import ANY_STATIC, CPStrategySpec
-
-NAME = "ulysses"
+from longca import plugin
 
 
-def resolve_options(problem, options):
-    from longca_cp.plan import resolve_options as resolve
-
-    return resolve(NAME, options, {})
-
-
-def supports(problem, options):
-    from longca_cp.hybrid import hybrid_unsupported
-
-    return hybrid_unsupported(problem, problem.world_size, 1, "contiguous")
-
-
-def schedule(problem, mask, options):
-    from longca_cp.hybrid import hybrid_schedule
-
-    return hybrid_schedule(problem, mask, problem.world_size, 1, "contiguous")
-
-
-def prepare(problem, mask, inner, group, options):
-    from longca_cp.hybrid import prepare_hybrid
-
-    return prepare_hybrid(schedule(problem, mask, options), inner, group, options)
-
-
-def attention(q, k, v, plan):
-    from longca_cp.hybrid import hybrid_attention
-
-    return hybrid_attention(q, k, v, plan)
-
-
-@hookimpl
+@plugin.hookimpl
 def longca_cp_strategies():
-    return [CPStrategySpec(
-        name=NAME,
-        description="all-to-all sequence->head sharding, inner kernel over the whole sequence, all-to-all back",
-        masks=(ANY_STATIC,),  # any mask given as slices: every call gets an exact crop
-        prepare=prepare, dispatch=dispatch, attention=attention, undispatch=undispatch,
-        supports=supports, resolve_options=resolve_options, schedule=schedule,
-    )]
+    return [plugin.hybrid_strategy(
+        "ulysses", "all-to-all sequence->head sharding, inner kernel over the whole sequence, all-to-all back",
+        head="world", layout=None)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from longca import hookimpl
+from longca.plugin import hookimpl
 from longca_plugin_vsa import kernel, library
 from longca_plugin_vsa.tiles import TILE, block_param
 

@@ -1,6 +1,6 @@
 import pytest
 
-from longca.problem import Problem
+from longca.plugin import Problem
 from longca_plugin_vsa import library
 from longca_plugin_vsa_triton import hooks
 

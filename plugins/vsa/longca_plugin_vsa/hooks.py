@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from longca import hookimpl
+from longca.plugin import hookimpl
 
 from . import kernel, library
 

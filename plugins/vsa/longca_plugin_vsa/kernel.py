@@ -48,8 +48,7 @@ def backend_name(kind: str) -> str:
 
 def kernel_spec(kind: str, name: str, description: str, supports: Any, min_compute_capability: tuple) -> Any:
     """The KernelSpec of one kind of VSA kernel: what the ThunderKittens and Triton kernels share."""
-    from longca.masks.catalog import BLOCK_SPARSE_MASKS
-    from longca.specs import KernelSpec
+    from longca.plugin import BLOCK_SPARSE_MASKS, KernelSpec
 
     return KernelSpec(
         name=name, family="sparse", description=description, masks=BLOCK_SPARSE_MASKS,

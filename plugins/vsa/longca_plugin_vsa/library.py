@@ -13,7 +13,7 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from longca.runinfo import installed_version
+from longca.plugin import installed_version
 
 KINDS = {"tk": "ThunderKittens sm90", "triton": "Triton"}
 PACKAGES = {"fastvideo-kernel": "fastvideo_kernel", "vsa": "vsa"}

@@ -9,9 +9,7 @@ import math
 import pytest
 import torch
 
-from longca import reference
-from longca.problem import Problem, build_mask, make_inputs
-from longca.testing.compare import assert_close
+from longca.plugin import Problem, assert_close, make_inputs, problem_mask, reference_attention
 from longca_plugin_vsa import kernel, library, tiles
 from longca_plugin_vsa.hooks import supports
 
@@ -39,7 +37,7 @@ def problem(mask, seqlen, direction="fwd", heads=(2, 2), **params):
                                          ("block_sparse_variable", 300)])
 def test_tiles_match_reference(mask, seqlen):
     p = problem(mask, seqlen, "bwd")
-    m = build_mask(p)
+    m = problem_mask(p)
     q, k, v = make_inputs(p, requires_grad=True)
     t = tiles.make_tiles(m.layout, "cpu")
     assert (t.dest is None) == (mask == "block_sparse_uniform" and seqlen % 64 == 0)
@@ -47,7 +45,7 @@ def test_tiles_match_reference(mask, seqlen):
     assert all(tiles.to_tiles(x, t).is_contiguous() for x in (q, k, v))  # vsa 0.0.3's sm90 backward needs it
     out, _ = emulate(tiles.to_tiles(q, t), tiles.to_tiles(k, t), tiles.to_tiles(v, t), bmap, t.block_sizes)
     out = tiles.from_tiles(out, t)
-    ref = reference.attention(q, k, v, m)
+    ref = reference_attention(q, k, v, m)
     assert out.shape == q.shape
     assert_close(out, ref, 1e-5, "out")
     dout = torch.randn_like(out)
@@ -58,7 +56,7 @@ def test_tiles_match_reference(mask, seqlen):
 
 
 def test_block_sizes_and_padding():
-    m = build_mask(problem("block_sparse_variable", 500))
+    m = problem_mask(problem("block_sparse_variable", 500))
     t = tiles.make_tiles(m.layout, "cpu")
     sizes = torch.from_numpy(m.layout.q_bounds).diff()
     assert t.block_sizes.dtype == torch.int32 and torch.equal(t.block_sizes.long(), sizes)
@@ -67,7 +65,7 @@ def test_block_sizes_and_padding():
 
 
 def test_layout_that_does_not_fit_is_refused():
-    m = build_mask(problem("block_sparse_variable", 512, block=128))
+    m = problem_mask(problem("block_sparse_variable", 512, block=128))
     with pytest.raises(ValueError, match="does not fit"):
         tiles.make_tiles(m.layout, "cpu")
 
@@ -87,7 +85,7 @@ def test_available_reasons(monkeypatch):
     p = problem("block_sparse_uniform", 256)
     q, _, _ = make_inputs(p)
     with pytest.raises(RuntimeError, match="unavailable: neither"):
-        kernel.prepare("tk", p, build_mask(p), q)
+        kernel.prepare("tk", p, problem_mask(p), q)
     monkeypatch.setattr(library, "installed", lambda: ["vsa"])
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     library.find.cache_clear()

@@ -11,7 +11,7 @@ from typing import Optional
 
 import numpy as np
 
-from longca.masks import slices as sl  # block_map, dense, PARTIAL: the tile plan
+from longca import plugin  # block_map, dense, PARTIAL: the tile plan
 
 TILE = 128
 
@@ -36,7 +36,7 @@ def plan(slices: np.ndarray, seqlen_q: int, seqlen_k: int, device) -> list:
     """Per query tile: (q0, q1, [(k0, k1, bool tile or None when fully allowed), ...])."""
     import torch
 
-    blocks = sl.block_map(slices, seqlen_q, seqlen_k, TILE, TILE)
+    blocks = plugin.block_map(slices, seqlen_q, seqlen_k, TILE, TILE)
     out = []
     for qb in range(blocks.shape[0]):
         q0, q1 = qb * TILE, min(seqlen_q, (qb + 1) * TILE)
@@ -44,8 +44,8 @@ def plan(slices: np.ndarray, seqlen_q: int, seqlen_k: int, device) -> list:
         for kb in np.flatnonzero(blocks[qb]).tolist():
             k0, k1 = kb * TILE, min(seqlen_k, (kb + 1) * TILE)
             part = None
-            if blocks[qb, kb] == sl.PARTIAL:
-                part = torch.from_numpy(sl.dense(slices, (q0, q1), (k0, k1))).to(device)
+            if blocks[qb, kb] == plugin.PARTIAL:
+                part = torch.from_numpy(plugin.dense(slices, (q0, q1), (k0, k1))).to(device)
             tiles.append((k0, k1, part))
         out.append((q0, q1, tiles))
     return out

@@ -1,0 +1,99 @@
+"""One base for the FlashAttention-family kernels (fa2, fa3, fa4): a library supplies what differs.
+
+Each library brings its explicit-lse forward and backward, its window rule (which windows a call
+may have, and how `(left, right)` are spelled: -1 or None for unbounded) and, optionally, its
+public `flash_attn_func` / `flash_attn_varlen_func`; `flash_kernel` makes the KernelSpec around
+them (planning, single-call fast path, lse primitives for CP, the usual refusals). A fix to that
+shared part is made once, not in three plugins.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from longca.specs import KernelSpec
+
+from .executor import CallArgs, ExecCall, lse_primitives
+from .kernel import FA_MASKS, gpu_reason, head_dim_reason, make_prepare_run, plan_reason
+from .plan import any_window
+
+FA_HEAD_DIMS = (128, 64, 96, 192, 256)  # what FlashAttention-3 and -4 compile (128 first: the common one)
+
+
+class FlashAdapter:
+    """A FlashAttention-family library's adapter for the executor; subclasses give `fwd` and `bwd`.
+
+    `window_ok` says which windows one call may have; `window(args)` spells a call's window as the
+    library wants it; `public_functions()` returns the library's own (dense, varlen) entry points
+    for a mask that is a single call, or None to always run the plan's primitives.
+    """
+
+    name = "flash"
+    window_ok = staticmethod(any_window)
+
+    def window(self, args: CallArgs) -> tuple[bool, Any, Any]:
+        """(causal, left, right) as the library takes them; FlashAttention-2/3 spell unbounded -1."""
+        return args.causal, args.left, args.right
+
+    def fwd(self, q, k, v, args: CallArgs):
+        raise NotImplementedError
+
+    def bwd(self, dout, q, k, v, out, lse, args: CallArgs):
+        raise NotImplementedError
+
+    def public_functions(self) -> Optional[tuple[Callable[..., Any], Callable[..., Any]]]:
+        return None
+
+
+def public_attention(adapter: FlashAdapter, functions: tuple[Callable[..., Any], Callable[..., Any]], q, k, v,
+                     call: ExecCall):
+    """One call through the library's public `flash_attn_func` or `flash_attn_varlen_func` (autograd-aware)."""
+    func, varlen_func = functions
+    a = call.args
+    causal, left, right = adapter.window(a)
+    if not a.varlen:
+        res = func(q, k, v, softmax_scale=a.scale, causal=causal, window_size=(left, right))
+    else:
+        res = varlen_func(q.reshape(-1, *q.shape[2:]), k.reshape(-1, *k.shape[2:]), v.reshape(-1, *v.shape[2:]),
+                          cu_seqlens_q=a.cu_q, cu_seqlens_k=a.cu_k, max_seqlen_q=a.max_q, max_seqlen_k=a.max_k,
+                          softmax_scale=a.scale, causal=causal, window_size=(left, right))
+    out = res[0] if isinstance(res, tuple) else res
+    return out.view(*q.shape[:3], v.shape[-1])
+
+
+def _public_for(adapter: FlashAdapter, call: ExecCall, q, k):
+    """The adapter's public entry point for a single-call plan, or None."""
+    functions = adapter.public_functions()
+    if functions is None:
+        return None
+    return lambda q_, k_, v_, call_: public_attention(adapter, functions, q_, k_, v_, call_)
+
+
+def flash_kernel(name: str, description: str, adapter: Callable[[], Any], *, url: str,
+                 backend: Callable[[], str], library_reason: Callable[[], Optional[str]] = lambda: None,
+                 available: Optional[Callable[[], Optional[str]]] = None,
+                 public_for: Optional[Callable[..., Any]] = None,
+                 supports: Optional[Callable[..., Optional[str]]] = None,
+                 supports_mask: Optional[Callable[..., Optional[str]]] = None,
+                 head_dims: Optional[tuple[int, ...]] = FA_HEAD_DIMS,
+                 min_compute_capability: tuple[int, int] = (9, 0)) -> KernelSpec:
+    """The KernelSpec of a FlashAttention-family library.
+
+    `adapter()` makes the adapter (a `FlashAdapter`, or any executor adapter with `public_for`);
+    `available` defaults to the library's and the GPU's reasons joined; `supports` to the head-dim
+    rule; `supports_mask` to whether the planner maps the mask with the adapter's window rule.
+    """
+    def default_available() -> Optional[str]:
+        return "; ".join(r for r in (library_reason(), gpu_reason()) if r) or None
+
+    def default_supports_mask(problem, mask) -> Optional[str]:
+        return plan_reason(problem, mask, adapter().window_ok)  # the window rule prepare plans with
+
+    prepare, run = make_prepare_run(adapter, public_for or _public_for)
+    forward_lse, backward_lse = lse_primitives(adapter)
+    return KernelSpec(
+        name=name, family="dense", description=description, masks=FA_MASKS, prepare=prepare, run=run,
+        dtypes=("bfloat16", "float16"), head_dims=head_dims, devices=("cuda",),
+        min_compute_capability=min_compute_capability, available=available or default_available,
+        supports=supports or head_dim_reason, supports_mask=supports_mask or default_supports_mask,
+        forward_lse=forward_lse, backward_lse=backward_lse, backend=backend, url=url,
+    )
