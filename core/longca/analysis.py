@@ -449,3 +449,59 @@ def checked_counts(rows: list[Row]) -> dict[str, int]:
 def median(values: Iterable[float]) -> Optional[float]:
     values = [v for v in values if v is not None and not math.isnan(v)]
     return statistics.median(values) if values else None
+
+
+LONG_SEQLEN = 16384  # the variation summary's share is over cells of this length and more
+CV_STEADY = 0.01  # ... whose run-to-run CV is at most this
+
+
+def _cell_key(row: Row) -> str:
+    """A measured cell across runs: its problem and the implementation that ran it."""
+    return problem_key(row) + "|" + str(row.get("backend") or "")
+
+
+def run_variation(*paths: Path | str) -> list[dict[str, Any]]:
+    """Each case measured ok in two or more of the given runs (folders or results.jsonl files, each
+    one run): its TFLOP/s per run, mean, sample standard deviation and coefficient of variation
+    (std / mean). Cases are matched by their problem fields (`problem_key`) and backend; within
+    one folder the last row per case counts. Simulated and suspect rows are left out."""
+    cells: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        for row in load(path).ok():
+            if is_simulated(row) or not row.get("tflops"):
+                continue
+            cell = cells.setdefault(_cell_key(row), {"row": row, "tflops": [], "runs": []})
+            cell["tflops"].append(float(row["tflops"]))
+            cell["runs"].append(_results_file(Path(path)).parent.name)
+    out = []
+    for cell in cells.values():
+        values = cell["tflops"]
+        if len(values) < 2:
+            continue
+        row = cell["row"]
+        mean = statistics.fmean(values)
+        std = statistics.stdev(values)
+        out.append({"column": base_label(row),
+                    "mask": mask_label(row), "seqlen": row["seqlen"], "direction": row["direction"],
+                    "heads": heads_label(row), "head_dim": row["head_dim"], "dtype": row["dtype"],
+                    "runs": len(values), "of_runs": len(paths), "sources": cell["runs"], "tflops": values,
+                    "mean": mean, "std": std, "cv": std / mean if mean else None, "row": row})
+    shared: dict[str, set[str]] = {}  # a kernel that ran through two backends: one column per backend
+    for c in out:
+        shared.setdefault(problem_key(c["row"]), set()).add(str(c["row"].get("backend")))
+    for c in out:
+        if len(shared[problem_key(c["row"])]) > 1:
+            c["column"] += f" [{c['row'].get('backend')}]"
+    out.sort(key=lambda c: (c["direction"], c["heads"], c["head_dim"], c["dtype"], c["mask"], c["seqlen"],
+                            c["column"]))
+    return out
+
+
+def variation_summary(cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median CV over the cells, and how many cells of LONG_SEQLEN and more have a CV of at most
+    CV_STEADY (`steady_long` of `long`; `steady_share` None when there is no long cell)."""
+    long = [c for c in cells if c["seqlen"] >= LONG_SEQLEN and c["cv"] is not None]
+    steady = [c for c in long if c["cv"] <= CV_STEADY]
+    return {"cells": len(cells), "median_cv": median(c["cv"] for c in cells if c["cv"] is not None),
+            "long": len(long), "steady_long": len(steady),
+            "steady_share": len(steady) / len(long) if long else None}

@@ -308,9 +308,12 @@ def bench(
     output: Path = typer.Option(Path("results/default"), help="results folder"),
     resume: bool = typer.Option(False, "--resume/--no-resume",
                                 help="continue the run in OUTPUT (its cases are skipped), then rewrite the report"),
+    runs: int = typer.Option(1, "--runs", help="repeat the whole grid N times (OUTPUT/run-1 ... run-N); the report "
+                                               "gives each cell's run-to-run variation"),
 ) -> None:
     """The default benchmark: the paper's dense setting at 4K-16K on a GPU, else a small CPU run; then the report."""
-    from longca.sweep import load_spec, problems, run_sweep
+    from longca.repeat import check_layout, run_repeats
+    from longca.sweep import load_spec, problems
 
     from .report import write_report
     from .specs import default_spec_path
@@ -318,11 +321,13 @@ def bench(
     path = default_spec_path(default_device())
     sweep_spec = load_spec(path, _registry(), installed_kernels_only=True)
     n = len(list(problems(sweep_spec)))
+    check_layout(output, runs)  # before anything is written
     log = output / LOG_FILE
     typer.echo(f"running {path.name} into {output} (library warnings: {log})", err=True)
     with warnings_to(log):
-        render.with_progress(n, lambda tick: run_sweep(sweep_spec, output, resume, tick, _registry()))
-    written = write_report([output / "results.jsonl"], output, html=True)
+        files = render.with_progress(n * runs, lambda tick: run_repeats(sweep_spec, output, runs, resume, tick,
+                                                                        _registry()))
+    written = write_report(files, output, html=True)
     typer.echo(written["markdown"])
     typer.echo(f"report: {output / 'report.md'} (and report.html, report.csv, plots) in {output}", err=True)
 
@@ -341,10 +346,11 @@ def report(
 ) -> None:
     """A self-describing report: runs, protocol, TFLOP/s tables, CSV, PNG plots (a panel per mask)."""
     from longca.outdir import check_writable_folder
+    from longca.repeat import results_files
 
     from .report import write_report
 
-    paths = [r / "results.jsonl" if r.is_dir() else r for r in results]
+    paths = results_files(results)  # a folder of repeats (run-1 ... run-N) stands for each of them
     for path in paths:
         if not path.is_file():
             raise LongcaError(f"no results at {path}" + (" (a folder)" if path.is_dir() else ""))

@@ -220,7 +220,33 @@ def _plain(value: Any) -> str:
     return str(value).replace("|", "/")
 
 
-def markdown(results: Results, memory: bool = False) -> str:
+def variation_markdown(cells: list[dict[str, Any]]) -> str:
+    """Run-to-run variation: each cell's coefficient of variation over the runs, and a summary."""
+    if not cells:
+        return ""
+    summary = analysis.variation_summary(cells)
+    long = format_size(analysis.LONG_SEQLEN)
+    share = ("no cell of " + long + " or more" if summary["steady_share"] is None
+             else f"{summary['steady_long']} of {summary['long']} cells of {long} or more "
+                  f"({summary['steady_share']:.0%}) have a CV of at most {analysis.CV_STEADY:.0%}")
+    out = ["## Run-to-run variation\n",
+           "Cases measured ok in more than one of the runs (folders) of this report: CV = sample standard "
+           "deviation / mean of the cell's TFLOP/s over the runs (each run's own median), lower is steadier. "
+           f"Median CV {_cv(summary['median_cv'])} over {summary['cells']} "
+           f"{'cell' if summary['cells'] == 1 else 'cells'}; {share}.\n"]
+    lines = [[c["column"], c["mask"], format_size(c["seqlen"]), c["direction"], c["heads"], str(c["head_dim"]),
+              c["dtype"], f"{c['runs']} of {c['of_runs']}", _num(c["mean"]), _num(c["std"]) if c["std"] else "0",
+              _cv(c["cv"])] for c in cells]
+    out += _md_table(["kernel", "mask", "seqlen", "direction", "heads", "head_dim", "dtype", "runs",
+                      "mean TFLOP/s", "std", "CV"], lines)
+    return "\n".join(out)
+
+
+def _cv(value: Optional[float]) -> str:
+    return "" if value is None else f"{value:.2%}" if value < 0.1 else f"{value:.1%}"
+
+
+def markdown(results: Results, memory: bool = False, variation: Optional[list[dict[str, Any]]] = None) -> str:
     rows = results.rows
     counts = analysis.checked_counts(rows)
     mixed = bool(counts["checked"] and counts["unchecked"])
@@ -236,6 +262,8 @@ def markdown(results: Results, memory: bool = False) -> str:
         out.append(eff)
     if memory:
         out.append(memory_markdown(rows))
+    if variation:
+        out.append(variation_markdown(variation))
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -318,7 +346,7 @@ def write_report(results: list[Path], directory: Path, plots: bool = True, memor
     """report.md, report.csv, PNG plots and (with `html`) report.html over one or more result folders."""
     loaded = analysis.load(*results)
     directory.mkdir(parents=True, exist_ok=True)
-    text = markdown(loaded, memory)
+    text = markdown(loaded, memory, analysis.run_variation(*results) if len(results) > 1 else None)
     files = [directory / "report.md", directory / "report.csv"]
     pictures: list[Path] = []
     if plots and loaded.rows:
