@@ -242,6 +242,40 @@ def variation_markdown(cells: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def anchors_markdown(rows: list[Row]) -> str:
+    """Published single-GPU numbers beside longca's best cell of the same shape (`longca.anchors`);
+    empty when no row was measured on a GPU alone."""
+    from longca.anchors import beside
+
+    if not any(r.get("status") == "ok" and str(r.get("device") or "").startswith("cuda") and not r.get("strategy")
+               and not analysis.is_simulated(r) for r in rows):
+        return ""
+    lines = []
+    for entry in beside(rows):
+        a, top = entry["anchor"], entry["row"]
+        shape = ", ".join([format_size(a["seqlen"]) if a["seqlen"] else "length not given",
+                           f"heads {a['heads']}" if a["heads"] else "heads not given",
+                           f"head_dim {a['head_dim']}", a["dtype"]])
+        source = a["source"] + (f"; {a['note']}" if a["note"] else "")
+        if top is None:
+            ours = ["no matching row (single-GPU, measured, same mask, direction, heads, head_dim, dtype)", "", ""]
+        else:
+            where = {"exact": "", "any": ", best of every length",
+                     "nearest": f", nearest length to {format_size(a['seqlen'] or 0)}"}[entry["match"]]
+            ours = [f"{top['column'] if 'column' in top else top['kernel']}, {format_size(top['seqlen'])}, "
+                    f"heads {analysis.heads_label(top)}, {top.get('gpu') or 'GPU'}{where}",
+                    _num(top["tflops"]), f"{entry['ratio']:.2f}"]
+        lines.append([f"{a['kernel']} ({a['gpu']})", a["mask"], a["direction"], shape, f"{a['tflops']:g}", *ours,
+                      source.replace("|", "/")])
+    out = ["## Published anchors\n",
+           "The best published single-GPU numbers per shape (`longca/data/published_anchors.json`, each with its "
+           "source) beside this report's best measured cell of that shape; ratio = longca / published. A length "
+           "the source gives but this report lacks is replaced by the nearest one measured, said so.\n"]
+    out += _md_table(["published", "mask", "direction", "shape", "published TFLOP/s", "longca best",
+                      "longca TFLOP/s", "ratio", "source"], lines)
+    return "\n".join(out)
+
+
 def _cv(value: Optional[float]) -> str:
     return "" if value is None else f"{value:.2%}" if value < 0.1 else f"{value:.1%}"
 
@@ -260,6 +294,9 @@ def markdown(results: Results, memory: bool = False, variation: Optional[list[di
     eff = efficiency_markdown(analysis.scaling_efficiency(rows))
     if eff:
         out.append(eff)
+    anchors = anchors_markdown(rows)
+    if anchors:
+        out.append(anchors)
     if memory:
         out.append(memory_markdown(rows))
     if variation:
