@@ -310,9 +310,12 @@ def bench(
                                 help="continue the run in OUTPUT (its cases are skipped), then rewrite the report"),
     runs: int = typer.Option(1, "--runs", help="repeat the whole grid N times (OUTPUT/run-1 ... run-N); the report "
                                                "gives each cell's run-to-run variation"),
+    prewarm: bool = typer.Option(True, "--prewarm/--no-prewarm", help="on CUDA, first compile the cases of compiling "
+                                                                      "kernels in parallel processes (no measurement)"),
 ) -> None:
     """The default benchmark: the paper's dense setting at 4K-16K on a GPU, else a small CPU run; then the report."""
-    from longca.repeat import check_layout, run_repeats
+    from longca.prewarm import before_bench
+    from longca.repeat import check_layout, run_folders, run_repeats
     from longca.sweep import load_spec, problems
 
     from .report import write_report
@@ -325,6 +328,8 @@ def bench(
     log = output / LOG_FILE
     typer.echo(f"running {path.name} into {output} (library warnings: {log})", err=True)
     with warnings_to(log):
+        before_bench(sweep_spec, run_folders(output, runs), _registry(), prewarm, resume,
+                     lambda line: typer.echo(line, err=True), log)
         files = render.with_progress(n * runs, lambda tick: run_repeats(sweep_spec, output, runs, resume, tick,
                                                                         _registry()))
     written = write_report(files, output, html=True)

@@ -96,6 +96,7 @@ SPEC = KernelSpec(
     forward_lse=KERNEL.forward_lse,
     backward_lse=KERNEL.backward_lse,
     backend=backend,
+    compiles=True,
     url="https://pytorch.org/blog/flexattention-flash-attention-4/",
 )
 

@@ -58,6 +58,7 @@ SPEC = KernelSpec(
     forward_lse=KERNEL.forward_lse,
     backward_lse=KERNEL.backward_lse,
     backend=backend,
+    compiles=True,
     url="https://pytorch.org/docs/stable/nn.attention.flex_attention.html",
 )
 
