@@ -60,6 +60,8 @@ def test_bench_runs_repeats_the_grid_and_reports_the_variation(tiny_bench):
     assert len(cells) == 1 and cells[0]["runs"] == 2 and cells[0]["sources"] == ["run-1", "run-2"]
     tf = cells[0]["tflops"]
     assert cells[0]["cv"] == pytest.approx(statistics.stdev(tf) / statistics.fmean(tf))
+    assert analysis.run_variation(tiny_bench)[0]["tflops"] == tf  # the folder of repeats stands for each
+    assert analysis.load(tiny_bench).replaced == 1  # ... and loads as one table, the last repeat's row kept
     assert "| reference | causal | 256 | fwd | 2:1 | 16 | float32 | 2 of 2 |" in report
 
     # --resume with more runs: finished repeats are left alone (no new row, no new run record)

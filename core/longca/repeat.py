@@ -8,18 +8,16 @@ cases, a repeat cut short finishes, repeats not started yet start.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Callable, Optional
 
+from .analysis import existing_runs
 from .errors import LongcaError
 from .outdir import RESULTS_FILE
 from .plugins import Registry
 from .problem import Problem
 from .results import ResultRow, ResultsWriter, case_id
 from .sweep import SweepSpec, problems, run_sweep
-
-RUN_FOLDER = re.compile(r"^run-(\d+)$")
 
 
 def run_folders(output: Path, runs: int) -> list[Path]:
@@ -28,16 +26,6 @@ def run_folders(output: Path, runs: int) -> list[Path]:
         raise LongcaError(f"--runs {runs}: give at least 1")
     output = Path(output)
     return [output] if runs == 1 else [output / f"run-{i}" for i in range(1, runs + 1)]
-
-
-def existing_runs(output: Path) -> list[Path]:
-    """The OUTPUT/run-K folders that hold results, in K order."""
-    output = Path(output)
-    if not output.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in output.iterdir()
-             if (m := RUN_FOLDER.match(p.name)) and (p / RESULTS_FILE).is_file()]
-    return [p for _, p in sorted(found)]
 
 
 def check_layout(output: Path, runs: int) -> None:
@@ -54,18 +42,6 @@ def check_layout(output: Path, runs: int) -> None:
     if runs == 1 and repeats:
         raise LongcaError(f"{output} holds {len(repeats)} repeated runs ({', '.join(p.name for p in repeats)}); "
                           f"continue them with --runs {max(len(repeats), 2)} --resume, or choose another --output")
-
-
-def results_files(paths: list[Path]) -> list[Path]:
-    """The results.jsonl of each path given to a report: a file as it is, a folder's own file, or,
-    for a folder of repeats (no results.jsonl, run-K folders inside), each repeat's file."""
-    out = []
-    for path in map(Path, paths):
-        if path.is_dir() and not (path / RESULTS_FILE).is_file() and existing_runs(path):
-            out += [p / RESULTS_FILE for p in existing_runs(path)]
-        else:
-            out.append(path / RESULTS_FILE if path.is_dir() else path)
-    return out
 
 
 def run_repeats(spec: SweepSpec, output: Path, runs: int, resume: bool = False,

@@ -350,8 +350,8 @@ def report(
                                                     "sortable, filterable rows and plots"),
 ) -> None:
     """A self-describing report: runs, protocol, TFLOP/s tables, CSV, PNG plots (a panel per mask)."""
+    from longca.analysis import results_files
     from longca.outdir import check_writable_folder
-    from longca.repeat import results_files
 
     from .report import write_report
 
