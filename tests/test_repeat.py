@@ -73,10 +73,12 @@ def test_bench_runs_repeats_the_grid_and_reports_the_variation(tiny_bench):
     assert "2 of 3" not in (tiny_bench / "report.md").read_text()
     assert "3 of 3" in (tiny_bench / "report.md").read_text()
 
-    # `longca report` on the folder of repeats reads every repeat
+    # `longca report` on the folder of repeats reads every repeat and writes beside them
+    (tiny_bench / "report.md").unlink()
     shown = CliRunner().invoke(app, ["report", str(tiny_bench), "--no-plots"])
     assert shown.exit_code == 0, shown.output
-    assert "## Run-to-run variation" in shown.output
+    assert "## Run-to-run variation" in (tiny_bench / "report.md").read_text()
+    assert not (tiny_bench / "run-1" / "report.md").exists()
 
 
 @pytest.mark.parametrize("first, then, said", [

@@ -359,7 +359,7 @@ def report(
     for path in paths:
         if not path.is_file():
             raise LongcaError(f"no results at {path}" + (" (a folder)" if path.is_dir() else ""))
-    folder = check_writable_folder(output or paths[0].parent)  # checked before anything is read
+    folder = check_writable_folder(output or (results[0] if results[0].is_dir() else paths[0].parent))  # before reading
     written = write_report(paths, folder, plots=plots, memory=memory, html=html)
     for line in written["unreadable"]:
         typer.echo(f"warning: {line}; left out of the report", err=True)
