@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from . import gpustate, integrity, peaks
 from .errors import LongcaError
+from .outdir import RESULTS_FILE
 from .results import is_unavailable, read_results
 from .runinfo import read_runs
 
@@ -63,6 +65,31 @@ class Results:
         return [r for r in self.rows if all(r.get(k) == v for k, v in equal.items())]
 
 
+RUN_FOLDER = re.compile(r"^run-(\d+)$")  # a repeat of `longca bench --runs N` (longca.repeat)
+
+
+def existing_runs(output: Path | str) -> list[Path]:
+    """The OUTPUT/run-K folders that hold results, in K order."""
+    output = Path(output)
+    if not output.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in output.iterdir()
+             if (m := RUN_FOLDER.match(p.name)) and (p / RESULTS_FILE).is_file()]
+    return [p for _, p in sorted(found)]
+
+
+def results_files(paths: Iterable[Path | str]) -> list[Path]:
+    """The results.jsonl of each path given to a report: a file as it is, a folder's own file, or,
+    for a folder of repeats (no results.jsonl, run-K folders inside), each repeat's file."""
+    out = []
+    for path in map(Path, paths):
+        if path.is_dir() and not (path / RESULTS_FILE).is_file() and existing_runs(path):
+            out += [p / RESULTS_FILE for p in existing_runs(path)]
+        else:
+            out.append(path / RESULTS_FILE if path.is_dir() else path)
+    return out
+
+
 def _results_file(path: Path) -> Path:
     path = Path(path)
     file = path / "results.jsonl" if path.is_dir() else path
@@ -95,6 +122,7 @@ def load(*paths: Path | str) -> Results:
     of its table column), and `matmul_peak_tflops` from its folder's run record where it lacks one."""
     if not paths:
         raise LongcaError("no results given")
+    paths = tuple(results_files(paths))
     by_case: dict[Any, Row] = {}
     runs: list[Run] = []
     unreadable: list[str] = []
@@ -449,3 +477,61 @@ def checked_counts(rows: list[Row]) -> dict[str, int]:
 def median(values: Iterable[float]) -> Optional[float]:
     values = [v for v in values if v is not None and not math.isnan(v)]
     return statistics.median(values) if values else None
+
+
+LONG_SEQLEN = 16384  # the variation summary's share is over cells of this length and more
+CV_STEADY = 0.01  # ... whose run-to-run CV is at most this
+
+
+def _cell_key(row: Row) -> str:
+    """A measured cell across runs: its problem and the implementation that ran it."""
+    return problem_key(row) + "|" + str(row.get("backend") or "")
+
+
+def run_variation(*paths: Path | str) -> list[dict[str, Any]]:
+    """Each case measured ok in two or more of the given runs (folders or results.jsonl files, each
+    one run; a folder of repeats, run-1 ... run-N, gives each): its TFLOP/s per run, mean, sample
+    standard deviation and coefficient of variation (std / mean). Cases are matched by their
+    problem fields (`problem_key`) and backend; within one run the last row per case counts.
+    Simulated and suspect rows are left out."""
+    paths = tuple(results_files(paths))  # a folder of repeats: each repeat is a run
+    cells: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        for row in load(path).ok():
+            if is_simulated(row) or not row.get("tflops"):
+                continue
+            cell = cells.setdefault(_cell_key(row), {"row": row, "tflops": [], "runs": []})
+            cell["tflops"].append(float(row["tflops"]))
+            cell["runs"].append(_results_file(Path(path)).parent.name)
+    out = []
+    for cell in cells.values():
+        values = cell["tflops"]
+        if len(values) < 2:
+            continue
+        row = cell["row"]
+        mean = statistics.fmean(values)
+        std = statistics.stdev(values)
+        out.append({"column": base_label(row),
+                    "mask": mask_label(row), "seqlen": row["seqlen"], "direction": row["direction"],
+                    "heads": heads_label(row), "head_dim": row["head_dim"], "dtype": row["dtype"],
+                    "runs": len(values), "of_runs": len(paths), "sources": cell["runs"], "tflops": values,
+                    "mean": mean, "std": std, "cv": std / mean if mean else None, "row": row})
+    shared: dict[str, set[str]] = {}  # a kernel that ran through two backends: one column per backend
+    for c in out:
+        shared.setdefault(problem_key(c["row"]), set()).add(str(c["row"].get("backend")))
+    for c in out:
+        if len(shared[problem_key(c["row"])]) > 1:
+            c["column"] += f" [{c['row'].get('backend')}]"
+    out.sort(key=lambda c: (c["direction"], c["heads"], c["head_dim"], c["dtype"], c["mask"], c["seqlen"],
+                            c["column"]))
+    return out
+
+
+def variation_summary(cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median CV over the cells, and how many cells of LONG_SEQLEN and more have a CV of at most
+    CV_STEADY (`steady_long` of `long`; `steady_share` None when there is no long cell)."""
+    long = [c for c in cells if c["seqlen"] >= LONG_SEQLEN and c["cv"] is not None]
+    steady = [c for c in long if c["cv"] <= CV_STEADY]
+    return {"cells": len(cells), "median_cv": median(c["cv"] for c in cells if c["cv"] is not None),
+            "long": len(long), "steady_long": len(steady),
+            "steady_share": len(steady) / len(long) if long else None}

@@ -175,6 +175,9 @@ class KernelSpec:
     caveat: Optional[Callable[["Problem"], Optional[str]]] = None
     # bytes a problem needs (longca.memory.linear / quadratic); None: the O(S) flash-family model
     memory: Optional[MemoryFn] = None
+    # compiled per mask, shape and direction on first use (torch.compile, Triton): `longca bench` on
+    # CUDA compiles its cases first in parallel processes (longca.prewarm), a warm-up of the caches only
+    compiles: bool = False
     url: str = ""
 
 

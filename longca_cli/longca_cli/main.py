@@ -258,23 +258,30 @@ def bench(
     output: Path = typer.Option(Path("results/default"), help="results folder"),
     resume: bool = typer.Option(False, "--resume/--no-resume",
                                 help="continue the run in OUTPUT (its cases are skipped), then rewrite the report"),
+    runs: int = typer.Option(1, "--runs", help="repeat the whole grid N times (OUTPUT/run-1 ... run-N); the report "
+                                               "gives each cell's run-to-run variation"),
+    prewarm: bool = typer.Option(True, "--prewarm/--no-prewarm", help="on CUDA, first compile the cases of compiling "
+                                                                      "kernels in parallel processes (no measurement)"),
 ) -> None:
     """The default benchmark: the paper's dense setting at 4K-16K on a GPU, else a small CPU run; then the report."""
-    from longca.sweep import plan, run_sweep
-
-    from longca.given import default_device
+    from longca.prewarm import before_bench
+    from longca.repeat import check_layout, run_folders, run_repeats
+    from longca.sweep import plan
 
     from .report import write_report
     from .specs import default_spec_path
 
     path = default_spec_path(default_device())
     bench_plan = plan(path, _registry(), installed_kernels_only=True)
+    check_layout(output, runs)  # before anything is written
     log = output / LOG_FILE
     typer.echo(f"running {path.name} into {output} (library warnings: {log})", err=True)
     with warnings_to(log):
-        render.with_progress(len(bench_plan.cases), lambda tick: run_sweep(bench_plan.spec, output, resume, tick,
-                                                                           _registry(), cases=bench_plan.cases))
-    written = write_report([output / "results.jsonl"], output, html=True)
+        before_bench(bench_plan.spec, run_folders(output, runs), _registry(), prewarm, resume,
+                     lambda line: typer.echo(line, err=True), log, cases=bench_plan.cases)
+        files = render.with_progress(len(bench_plan.cases) * runs, lambda tick: run_repeats(
+            bench_plan.spec, output, runs, resume, tick, _registry(), cases=bench_plan.cases))
+    written = write_report(files, output, html=True)
     typer.echo(written["markdown"])
     typer.echo(f"report: {output / 'report.md'} (and report.html, report.csv, plots) in {output}", err=True)
 
@@ -292,15 +299,16 @@ def report(
                                                     "sortable, filterable rows and plots"),
 ) -> None:
     """A self-describing report: runs, protocol, TFLOP/s tables, CSV, PNG plots (a panel per mask)."""
+    from longca.analysis import results_files
     from longca.outdir import check_writable_folder
 
     from .report import write_report
 
-    paths = [r / "results.jsonl" if r.is_dir() else r for r in results]
+    paths = results_files(results)  # a folder of repeats (run-1 ... run-N) stands for each of them
     for path in paths:
         if not path.is_file():
             raise LongcaError(f"no results at {path}" + (" (a folder)" if path.is_dir() else ""))
-    folder = check_writable_folder(output or paths[0].parent)  # checked before anything is read
+    folder = check_writable_folder(output or (results[0] if results[0].is_dir() else paths[0].parent))  # before reading
     written = write_report(paths, folder, plots=plots, memory=memory, html=html)
     for line in written["unreadable"]:
         typer.echo(f"warning: {line}; left out of the report", err=True)

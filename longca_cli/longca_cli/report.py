@@ -220,7 +220,67 @@ def _plain(value: Any) -> str:
     return str(value).replace("|", "/")
 
 
-def markdown(results: Results, memory: bool = False) -> str:
+def variation_markdown(cells: list[dict[str, Any]]) -> str:
+    """Run-to-run variation: each cell's coefficient of variation over the runs, and a summary."""
+    if not cells:
+        return ""
+    summary = analysis.variation_summary(cells)
+    long = format_size(analysis.LONG_SEQLEN)
+    share = ("no cell of " + long + " or more" if summary["steady_share"] is None
+             else f"{summary['steady_long']} of {summary['long']} cells of {long} or more "
+                  f"({summary['steady_share']:.0%}) have a CV of at most {analysis.CV_STEADY:.0%}")
+    out = ["## Run-to-run variation\n",
+           "Cases measured ok in more than one of the runs (folders) of this report: CV = sample standard "
+           "deviation / mean of the cell's TFLOP/s over the runs (each run's own median), lower is steadier. "
+           f"Median CV {_cv(summary['median_cv'])} over {summary['cells']} "
+           f"{'cell' if summary['cells'] == 1 else 'cells'}; {share}.\n"]
+    lines = [[c["column"], c["mask"], format_size(c["seqlen"]), c["direction"], c["heads"], str(c["head_dim"]),
+              c["dtype"], f"{c['runs']} of {c['of_runs']}", _num(c["mean"]), _num(c["std"]) if c["std"] else "0",
+              _cv(c["cv"])] for c in cells]
+    out += _md_table(["kernel", "mask", "seqlen", "direction", "heads", "head_dim", "dtype", "runs",
+                      "mean TFLOP/s", "std", "CV"], lines)
+    return "\n".join(out)
+
+
+def anchors_markdown(rows: list[Row]) -> str:
+    """Published single-GPU numbers beside longca's best cell of the same shape (`longca.anchors`);
+    empty when no row was measured on a GPU alone."""
+    from longca.anchors import beside
+
+    if not any(r.get("status") == "ok" and str(r.get("device") or "").startswith("cuda") and not r.get("strategy")
+               and not analysis.is_simulated(r) for r in rows):
+        return ""
+    lines = []
+    for entry in beside(rows):
+        a, top = entry["anchor"], entry["row"]
+        shape = ", ".join([format_size(a["seqlen"]) if a["seqlen"] else "length not given",
+                           f"heads {a['heads']}" if a["heads"] else "heads not given",
+                           f"head_dim {a['head_dim']}", a["dtype"]])
+        source = a["source"] + (f"; {a['note']}" if a["note"] else "")
+        if top is None:
+            ours = ["no matching row (single-GPU, measured, same mask, direction, heads, head_dim, dtype)", "", ""]
+        else:
+            where = {"exact": "", "any": ", best of every length",
+                     "nearest": f", nearest length to {format_size(a['seqlen'] or 0)}"}[entry["match"]]
+            ours = [f"{top['column'] if 'column' in top else top['kernel']}, {format_size(top['seqlen'])}, "
+                    f"heads {analysis.heads_label(top)}, {top.get('gpu') or 'GPU'}{where}",
+                    _num(top["tflops"]), f"{entry['ratio']:.2f}"]
+        lines.append([f"{a['kernel']} ({a['gpu']})", a["mask"], a["direction"], shape, f"{a['tflops']:g}", *ours,
+                      source.replace("|", "/")])
+    out = ["## Published anchors\n",
+           "The best published single-GPU numbers per shape (`longca/data/published_anchors.json`, each with its "
+           "source) beside this report's best measured cell of that shape; ratio = longca / published. A length "
+           "the source gives but this report lacks is replaced by the nearest one measured, said so.\n"]
+    out += _md_table(["published", "mask", "direction", "shape", "published TFLOP/s", "longca best",
+                      "longca TFLOP/s", "ratio", "source"], lines)
+    return "\n".join(out)
+
+
+def _cv(value: Optional[float]) -> str:
+    return "" if value is None else f"{value:.2%}" if value < 0.1 else f"{value:.1%}"
+
+
+def markdown(results: Results, memory: bool = False, variation: Optional[list[dict[str, Any]]] = None) -> str:
     rows = results.rows
     counts = analysis.checked_counts(rows)
     mixed = bool(counts["checked"] and counts["unchecked"])
@@ -234,8 +294,13 @@ def markdown(results: Results, memory: bool = False) -> str:
     eff = efficiency_markdown(analysis.scaling_efficiency(rows))
     if eff:
         out.append(eff)
+    anchors = anchors_markdown(rows)
+    if anchors:
+        out.append(anchors)
     if memory:
         out.append(memory_markdown(rows))
+    if variation:
+        out.append(variation_markdown(variation))
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -318,7 +383,7 @@ def write_report(results: list[Path], directory: Path, plots: bool = True, memor
     """report.md, report.csv, PNG plots and (with `html`) report.html over one or more result folders."""
     loaded = analysis.load(*results)
     directory.mkdir(parents=True, exist_ok=True)
-    text = markdown(loaded, memory)
+    text = markdown(loaded, memory, analysis.run_variation(*results) if len(results) > 1 else None)
     files = [directory / "report.md", directory / "report.csv"]
     pictures: list[Path] = []
     if plots and loaded.rows:

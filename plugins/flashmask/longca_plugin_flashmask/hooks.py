@@ -137,6 +137,7 @@ def spec() -> KernelSpec:
         forward_lse=forward_lse,
         backward_lse=backward_lse,
         backend=backend,
+        compiles=True,
         url="https://arxiv.org/abs/2410.01359",
     )
 

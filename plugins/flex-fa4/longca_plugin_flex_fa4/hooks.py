@@ -82,7 +82,8 @@ SPEC = KERNEL.spec(
     "flex-fa4",
     "FlexAttention on FlashAttention-4 (kernel_options BACKEND=FLASH): natural mask_mod, create_block_mask",
     dtypes=("bfloat16", "float16"), devices=("cuda",), min_compute_capability=(9, 0), available=available,
-    supports=supports, backend=backend, url="https://pytorch.org/blog/flexattention-flash-attention-4/")
+    supports=supports, backend=backend, compiles=True,
+    url="https://pytorch.org/blog/flexattention-flash-attention-4/")
 
 
 @hookimpl

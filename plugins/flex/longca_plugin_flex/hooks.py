@@ -45,7 +45,7 @@ def backend() -> str:
 
 SPEC = KERNEL.spec(
     "flex", "FlexAttention (Triton): compiled flex_attention, create_block_mask over each mask's natural mask_mod",
-    devices=("cpu", "cuda"), available=available, supports=supports, backend=backend,
+    devices=("cpu", "cuda"), available=available, supports=supports, backend=backend, compiles=True,
     url="https://pytorch.org/docs/stable/nn.attention.flex_attention.html")
 
 
