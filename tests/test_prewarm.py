@@ -28,7 +28,7 @@ def test_a_bad_value_is_one_line_and_a_non_zero_exit(tmp_path, args, said):
 
 import dataclasses  # noqa: E402
 
-from longca import prewarm, repeat  # noqa: E402
+from longca import given, prewarm, repeat  # noqa: E402
 from longca.results import ResultsWriter, case_id  # noqa: E402
 from longca.sweep import load_spec  # noqa: E402
 from longca_cli import specs  # noqa: E402
@@ -90,7 +90,7 @@ def test_the_bench_command_warms_before_the_sweep_and_skips_as_told(tmp_path, mo
     order: list[str] = []
     monkeypatch.setattr(prewarm, "warm", lambda todo, *a, **k: order.append("prewarm") or True)
 
-    def sweep(spec, output, runs, resume, tick, registry):
+    def sweep(spec, output, runs, resume, tick, registry, cases=None):
         order.append("sweep")
         ResultsWriter(output / "results.jsonl").append(
             {"kernel": "sdpa", "mask": "causal", "seqlen": 256, "heads_q": 2, "heads_kv": 1, "head_dim": 64,
@@ -98,7 +98,7 @@ def test_the_bench_command_warms_before_the_sweep_and_skips_as_told(tmp_path, mo
         return [output / "results.jsonl"]
 
     monkeypatch.setattr(repeat, "run_repeats", sweep)
-    monkeypatch.setattr(cli, "default_device", lambda: "cuda")
+    monkeypatch.setattr(given, "default_device", lambda: "cuda")
     monkeypatch.setattr(specs, "default_spec_path", lambda device: _spec(tmp_path, device))
     runner = CliRunner()
     done = runner.invoke(cli.app, ["bench", "--output", str(tmp_path / "a")])

@@ -54,7 +54,8 @@ def select(spec: SweepSpec, registry: Optional[Registry] = None, kernels: Option
     spec declares `compiles`."""
     registry = registry or get_registry()
     wanted = set(kernels) if kernels is not None else None
-    return [p for p in (problems(spec, registry) if cases is None else cases) if not p.strategy and (wanted is None or p.kernel in wanted)
+    grid = problems(spec, registry) if cases is None else cases
+    return [p for p in grid if not p.strategy and (wanted is None or p.kernel in wanted)
             and case_id(p) not in done and (not compiling_only or registry.kernel(p.kernel).compiles)]
 
 

@@ -266,6 +266,7 @@ def bench(
     """The default benchmark: the paper's dense setting at 4K-16K on a GPU, else a small CPU run; then the report."""
     from longca.prewarm import before_bench
     from longca.repeat import check_layout, run_folders, run_repeats
+    from longca.given import default_device
     from longca.sweep import plan
 
     from .report import write_report
