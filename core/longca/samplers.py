@@ -71,6 +71,33 @@ def sample_corpus(corpus: str, total: int, rng: np.random.Generator, max_len: in
     return _fill(total, draw)
 
 
+@lru_cache(maxsize=None)
+def load_magi() -> tuple[np.ndarray, np.ndarray]:
+    """(document length, count) of MagiAttention's CP-benchmark distribution: each bin at its midpoint,
+    as that benchmark's sampler takes it (see data/doc_lengths/README.md)."""
+    doc = json.loads(resources.files("longca").joinpath("data", "doc_lengths", "magi.json").read_text())
+    bins = np.array(doc["bins"], dtype=np.int64)
+    return (bins[:, 0] + bins[:, 1]) // 2, bins[:, 2]
+
+
+def sample_magi(total: int, rng: np.random.Generator, chunk_ratio: float = 0.25) -> np.ndarray:
+    """Documents as MagiAttention's CP benchmark packs them (exps/dist_attn/benchmark/utils.py
+    `DatasetSampler`): every document of its length histogram at its bin's midpoint, one longer than
+    chunk_ratio x total cut into pieces of that length and its rest, pieces drawn by count (that
+    sampler shuffles them all and packs them in order: the same draw), the last one truncated."""
+    ratio = float(chunk_ratio)
+    if not 0 < ratio <= 1:
+        raise LongcaError(f"magi sampler: chunk_ratio must be in (0, 1], got {chunk_ratio}")
+    chunk = max(1, int(total * ratio))
+    lengths, counts = load_magi()
+    whole, rest = lengths // chunk, lengths % chunk
+    pieces = np.concatenate([[chunk], rest[rest > 0]])
+    weights = np.concatenate([[float((whole * counts).sum())], counts[rest > 0].astype(float)])
+    keep = weights > 0
+    pieces, probs = pieces[keep], weights[keep] / weights[keep].sum()
+    return _fill(total, lambda: pieces[rng.choice(len(pieces), p=probs)])
+
+
 def auto_corpus(total: int) -> str:
     """The corpus `auto` picks for a total length: pile, prolong64k or prolong512k."""
     for limit, corpus in AUTO_THRESHOLDS:
@@ -105,6 +132,9 @@ def longca_samplers() -> list[SamplerSpec]:
                                                                 "split": "1: cut a longer document into documents of "
                                                                          "max_len and its rest instead of capping it"})
              for name, desc in CORPORA.items()]
+    specs.append(SamplerSpec("magi", "MagiAttention's CP-benchmark documents (its training data's length histogram, "
+                                     "longer ones cut at chunk_ratio x total)", sample_magi,
+                             {"chunk_ratio": "documents longer than this share of the total are cut (default 0.25)"}))
     specs.append(SamplerSpec("uniform", "lengths uniform in [min_len, max_len] (default 1 and total/4)",
                              sample_uniform, {"min_len": "shortest document", "max_len": "longest document"}))
     specs.append(SamplerSpec("fixed", "every document doc_len tokens (default total/8), the last truncated",

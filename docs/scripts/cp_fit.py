@@ -1,9 +1,11 @@
 """Fit the cost model of `longca simulate` from measured rows.
 
-    python docs/scripts/cp_fit.py
+    python docs/scripts/cp_fit.py [--segments DIR] [RESULTS ...]
 
-The inner kernels from the H200 dense sweep (one-GPU rows), then the per-call overhead of CP
-steps from the two-GPU CP rows (docs/results/h200x2/cp, fa2 inside). Writes
+The inner kernels from the H200 dense sweep (one-GPU rows) and, with `--segments DIR`, the rows of
+`benchmarks/varlen_segments.py` (one-GPU short-segment calls; the lead's H200 run goes to
+docs/results/h200/varlen-segments); then the per-call overhead of CP steps from the two-GPU CP rows
+of full and causal only (docs/results/h200x2/cp, fa2 inside): document CP rows are never fitted on. Writes
 longca_sim/longca_sim/data/cp_kernel_fit.json (shipped with longca-sim) and prints each fit's error.
 """
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from longca_sim.calibrate import call_overhead_misses, fit_call_overhead
 from longca_sim.costmodel import FIT_PATH, fit_rows, read_rows, save_fits
+from longca_sim.segments import segment_rows
 from longca_sim.simulate import MERGE_BYTES_MEASURED_ROWS, pricing_for
 from longca_sim.topology import preset
 from longca.plugins import get_registry
@@ -23,18 +26,19 @@ DEFAULT = [ROOT / "docs/results/h200/dense-sweep" / d
 CP_ROWS = ROOT / "docs/results/h200x2/cp"
 
 
-def main(paths: list[Path]) -> None:
+def main(paths: list[Path], segments: list[Path]) -> None:
     registry = get_registry()
     inner = {n for n in registry.names("kernels")  # kernels a strategy can call
              if registry.kernel(n).forward_lse is not None and registry.kernel(n).backward_lse is not None}
-    fits = {k: by for k, by in fit_rows(read_rows(paths), registry).items() if k in inner}
+    seg_rows = [r for folder in segments for r in segment_rows(folder)]
+    fits = {k: by for k, by in fit_rows(read_rows(paths), registry, seg_rows).items() if k in inner}
     # those rows ran the merge before it was compiled: priced with its bytes, the overhead is the calls' own
     misses = call_overhead_misses(read_rows([CP_ROWS]), pricing_for("fa2", fits, preset("h200-sxm"),
                                                                      merge_bytes=MERGE_BYTES_MEASURED_ROWS))
     overhead = {**fit_call_overhead(misses), "rows": len(misses), "source": str(CP_ROWS.relative_to(ROOT))}
     print(f"per-call overhead of CP steps: {overhead}")
-    save_fits(fits, FIT_PATH, [str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p) for p in paths],
-              overhead)
+    save_fits(fits, FIT_PATH, [str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
+                               for p in paths + segments], overhead)
     for kernel, by in fits.items():
         for direction, fit in by.items():
             kept = fit.selection["loo_median_err_pct_with_diagonal"] < fit.selection["loo_median_err_pct_without"]
@@ -44,4 +48,14 @@ def main(paths: list[Path]) -> None:
 
 
 if __name__ == "__main__":
-    main([Path(a) for a in sys.argv[1:]] or DEFAULT)
+    args = sys.argv[1:]
+    segs: list[Path] = []
+    while "--segments" in args:
+        i = args.index("--segments")
+        if i + 1 >= len(args) or not Path(args[i + 1]).is_dir():
+            print(f"cp_fit: --segments needs a folder holding rows.jsonl, got {args[i + 1:i + 2] or 'nothing'}",
+                  file=sys.stderr)
+            sys.exit(2)
+        segs.append(Path(args[i + 1]))
+        del args[i:i + 2]
+    main([Path(a) for a in args] or DEFAULT, segs)

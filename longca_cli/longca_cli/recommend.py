@@ -13,20 +13,25 @@ from . import options as opt
 from . import render
 
 COLUMNS = ["#", "kernel", "strategy", "options", "fwd+bwd ms", "fwd ms", "bwd ms", "TF/s/GPU", "GB/GPU", "±%",
-           "basis", "note"]
+           "wait data/ranks ms", "basis", "note"]
 
 
 def _cells(line) -> dict:
     d = line.as_dict()
     cells = {"#": d["rank"] or "-", "kernel": d["kernel"], "strategy": d["strategy"],
-             "options": render.options_text(d["options"]), "basis": d["basis"], "±%": f"{d['model_error_pct']:.0f}"}
+             "options": render.options_text(d["options"]), "basis": d["basis"],
+             "±%": "n/v" if d["model_error_pct"] is None else f"{d['model_error_pct']:.0f}"}
+    if line.wait:
+        cells["wait data/ranks ms"] = (f"{line.wait['fwd_data'] + line.wait['bwd_data']:.3g}/"
+                                       f"{line.wait['fwd_ranks'] + line.wait['bwd_ranks']:.3g}")
     if line.status in ("ok", "oom"):
         cells.update({"fwd+bwd ms": f"{line.step_ms:.4g}", "fwd ms": f"{line.fwd_ms:.4g}",
                       "bwd ms": f"{line.bwd_ms:.4g}", "TF/s/GPU": f"{line.tflops:.0f}",
                       "GB/GPU": f"{line.peak_mem_gb:.1f}"})
     if line.measured:
         cells["basis"] = f"measured {line.measured['fwd_ms'] + line.measured['bwd_ms']:.4g} ms"
-    cells["note"] = ("near-tie with #1" if line.tie else "") if line.status == "ok" else f"{line.status}: {line.reason}"
+    notes = (["near-tie with #1"] if line.tie else []) + list(line.flags)
+    cells["note"] = "; ".join(notes) if line.status == "ok" else f"{line.status}: {line.reason}"
     return cells
 
 
@@ -63,9 +68,11 @@ def recommend(
     if fmt == "json":
         typer.echo(json.dumps([ln.as_dict() for ln in lines], indent=2, default=str))
         return
+    regime = next((ln.regime for ln in lines if ln.regime), "")
     typer.echo(f"{mask}, {seqlen} tokens on {gpus} GPUs ({gpus_per_node} per node, {topo.name}), heads {heads}, "
-               f"d{head_dim}, {dtype}: predicted by longca simulate (docs/cp-simulator.md); ±% is the model's "
-               f"error (kernel fit + CP rows); basis 'model' = no measured row of that case")
+               f"d{head_dim}, {dtype}: predicted by longca simulate (docs/cp-simulator.md); ±% is the out-of-sample "
+               f"error of the regime ({regime}; n/v: never validated); basis 'model' = no "
+               f"measured row of that case")
     ok = [ln for ln in lines if ln.status == "ok"][:top]
     typer.echo(render.table([_cells(ln) for ln in ok], COLUMNS))
     refused = [ln for ln in lines if ln.status != "ok"]

@@ -12,8 +12,8 @@ from longca.results import ResultRow
 from . import render
 
 COLUMNS = ["strategy", "W", "options", "fwd TF/s", "bwd TF/s", "fwd ms", "bwd ms", "critical", "imbalance %",
-           "calls/rank", "MB/rank fwd", "MB/rank bwd", "waiting % fwd", "waiting % bwd", "peak GB", "measured %",
-           "reason"]
+           "calls/rank", "MB/rank fwd", "MB/rank bwd", "wait data % fwd", "wait ranks % fwd", "wait data % bwd",
+           "wait ranks % bwd", "peak GB", "measured %", "flags", "reason"]
 
 
 def display(row: ResultRow) -> dict[str, Any]:
@@ -28,11 +28,13 @@ def display(row: ResultRow) -> dict[str, Any]:
         f = sim[phase]
         cells[f"{phase} TF/s"] = f"{f['tflops']:.0f}"
         cells[f"{phase} ms"] = f"{f['ms_max']:.3g}"
-        cells[f"waiting % {phase}"] = f"{100 * f['exposed_ms'] / f['ms_max']:.0f}" if f["ms_max"] else "0"
+        for kind in ("data", "ranks"):  # the critical rank waiting for transfers / for slower ranks
+            share = 100 * f.get(f"wait_{kind}_ms", 0.0) / f["ms_max"] if f["ms_max"] else 0.0
+            cells[f"wait {kind} % {phase}"] = f"{share:.0f}"
         cells[f"MB/rank {phase}"] = f"{bal[f'comm_bytes_{phase}_max'] / 1e6:.0f}"
     cells.update({"critical": sim["fwd"]["critical_rank"], "imbalance %": f"{bal['imbalance_pct']:.1f}",
                   "calls/rank": bal["calls_max"], "peak GB": f"{row['peak_mem_bytes'] / 1e9:.1f}",
-                  "measured %": f"{100 * sim['measured_share']:.0f}"})
+                  "measured %": f"{100 * sim['measured_share']:.0f}", "flags": "; ".join(sim.get("flags", []))})
     return cells
 
 

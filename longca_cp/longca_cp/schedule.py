@@ -22,7 +22,7 @@ import math
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Protocol
 
 import numpy as np
 
@@ -110,6 +110,24 @@ def _dims(problem: Problem) -> tuple[int, int]:
     return problem.batch * problem.head_dim, ELEMENT_BYTES[problem.dtype]
 
 
+def _io_bytes(p: Problem, direction: str) -> int:
+    """q, k, v and out of a rank's share (and, for a backward, dout, the gradients and the lse)."""
+    e, bd = ELEMENT_BYTES[p.dtype], p.batch * p.head_dim
+    local = p.seqlen // p.world_size
+    inputs = bd * local * (2 * p.heads_q + 2 * p.heads_kv) * e
+    if direction != "fwd":
+        inputs += bd * local * (2 * p.heads_q + 2 * p.heads_kv) * e + 4 * local * p.heads_q * p.batch
+    return inputs
+
+
+class Pricer(Protocol):
+    """What prices a schedule (`longca_sim.simulate`): each schedule type calls its own method of it."""
+
+    def ring(self, schedule: "RingSchedule") -> Any: ...
+
+    def gather(self, schedule: "GatherSchedule") -> Any: ...
+
+
 @dataclass
 class RingSchedule:
     """Head parallelism of degree U around a single or double ring (see `longca_cp.ring`)."""
@@ -139,6 +157,29 @@ class RingSchedule:
     @property
     def world(self) -> int:
         return self.problem.world_size
+
+    def priced_by(self, pricer: Pricer) -> Any:
+        return pricer.ring(self)
+
+    def peak_memory(self, direction: str) -> int:
+        """Modelled peak bytes per GPU in a training step: inputs, the strategy's buffers and accumulators (not
+        the kernel's workspace)."""
+        p = self.problem
+        e, bd = ELEMENT_BYTES[p.dtype], p.batch * p.head_dim
+        u, block = self.head_degree, p.seqlen // self.ring_size
+        hq, hkv = p.heads_q // u, p.heads_kv * self.kv_repeat // u
+        heads_sharded = bd * block * (2 * hq + 2 * hkv) * e if u > 1 else 0  # q, k, v, out after the all-to-all
+        # while one tensor goes through `comm._seq_to_head`: its contiguous send buffer and the all-to-all's
+        # output, before the reshape copy that is kept (the largest is q's)
+        transient = 2 * bd * block * hq * e if u > 1 else 0
+        ring_kv = 3 * 2 * bd * block * hkv * e if self.ring_size > 1 else 0  # block in hand, in flight, received
+        # float32 output accumulator (and dq, dK/dV sums): with a ring of one, a rank's one call covers every
+        # row and key, and `merge.OutputAccumulator` / `GradAccumulator` keep its results as they are
+        acc = bd * block * hq * 4 if self.ring_size > 1 else 0
+        if direction != "fwd":
+            acc += bd * block * hq * 4 + 5 * 2 * bd * block * hkv * 4 if self.ring_size > 1 else 0
+            heads_sharded *= 2  # the gradients of the head-sharded tensors
+        return int(_io_bytes(p, direction) + heads_sharded + transient + ring_kv + acc)
 
     @property
     def window(self) -> int:
@@ -270,9 +311,26 @@ class GatherSchedule:
         self.layout = make_layout(self.layout_kind, self.problem.seqlen, self.problem.world_size, self.mask_slices)
         _note(self)
 
+    head_degree = 1  # no head parallelism: every rank runs every head
+    kv_repeat = 1
+
     @property
     def world(self) -> int:
         return self.problem.world_size
+
+    def priced_by(self, pricer: Pricer) -> Any:
+        return pricer.gather(self)
+
+    def peak_memory(self, direction: str) -> int:
+        """Modelled peak bytes per GPU: inputs, the gathered K/V (and float32 dK/dV sums), the accumulators."""
+        p = self.problem
+        e, bd = ELEMENT_BYTES[p.dtype], p.batch * p.head_dim
+        local = p.seqlen // p.world_size
+        backward = direction != "fwd"
+        gathered = 2 * bd * p.seqlen * p.heads_kv * e * 2  # K and V gathered, and their reordered copies
+        sums = 2 * bd * p.seqlen * p.heads_kv * 4 * 2 if backward else 0  # float32 dK/dV and the stacked copy
+        acc = bd * local * p.heads_q * 4 * (2 if backward else 1)
+        return int(_io_bytes(p, direction) + gathered + sums + acc)
 
     def _table(self, rank: int):
         return pair_table(self.mask_slices, self.layout.runs[rank], [(0, self.problem.seqlen)],

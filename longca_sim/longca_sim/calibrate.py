@@ -38,11 +38,18 @@ def cp_rows(rows: Iterable[dict[str, Any]], world_above: int = 1) -> list[dict[s
             and (r.get("world_size") or 1) > world_above and r.get("direction") in ("fwd", "bwd")]
 
 
-def call_overhead_misses(rows: Iterable[dict[str, Any]], pricing: Pricing) -> list[tuple[dict, float]]:
-    """(row, missing ms per call of the busiest rank) for CP rows with more than one call per rank."""
+# the CP-specific constants are fitted on these masks only: every document CP row stays test data
+OVERHEAD_MASKS = ("full", "causal")
+
+
+def call_overhead_misses(rows: Iterable[dict[str, Any]], pricing: Pricing,
+                         masks: tuple[str, ...] = OVERHEAD_MASKS) -> list[tuple[dict, float]]:
+    """(row, missing ms per call of the busiest rank) for CP rows of `masks` with more than one call per rank."""
     bare = Pricing(pricing.fwd, pricing.bwd, pricing.topology, pricing.calibrated, None, pricing.merge_bytes)
     out = []
     for row in cp_rows(rows):
+        if row.get("mask") not in masks:
+            continue
         sim = simulate_row(row, bare)
         calls = sim["balance"]["calls_max"] if sim["status"] == "ok" else 0
         if calls > 1:

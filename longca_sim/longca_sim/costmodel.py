@@ -152,9 +152,25 @@ def row_features(row: dict[str, Any], registry=None) -> np.ndarray:
     return np.mean(feats, axis=0)
 
 
-def fit_rows(rows: Iterable[dict[str, Any]], registry=None) -> dict[str, dict[str, KernelFit]]:
-    """Fits per kernel and direction from ok single-GPU rows of the FIT_MASKS (fwd and bwd rows)."""
+def segment_items(rows: Iterable[dict[str, Any]]) -> list[tuple[str, str, np.ndarray, float, dict[str, Any]]]:
+    """(kernel, direction, features, ms, row) of short-segment microbenchmark rows (`segments.segment_rows`:
+    one call each, its slices given)."""
+    out = []
+    for row in rows:
+        table = pair_table(row["slices"], [(0, row["q_len"])], [(0, row["k_len"])])
+        meta = {"mask": f"segments:{row.get('kind')}", "seqlen": row["q_len"], "id": row.get("id")}
+        out.append((row["kernel"], row["direction"], table_features(table, row["heads_q"]).sum(axis=0),
+                    float(row["ms_median"]), meta))
+    return out
+
+
+def fit_rows(rows: Iterable[dict[str, Any]], registry=None,
+             segments: Iterable[dict[str, Any]] = ()) -> dict[str, dict[str, KernelFit]]:
+    """Fits per kernel and direction from ok single-GPU rows of the FIT_MASKS (fwd and bwd rows) and, if
+    given, short-segment microbenchmark rows (`benchmarks/varlen_segments.py`, read by `segments.segment_rows`)."""
     groups: dict[tuple[str, str], list[tuple[np.ndarray, float, dict]]] = {}
+    for kernel, direction, feats, ms, meta in segment_items(segments):
+        groups.setdefault((kernel, direction), []).append((feats, ms, meta))
     for row in rows:
         if (row.get("status") != "ok" or row.get("strategy") or row.get("mask") not in FIT_MASKS
                 or row.get("direction") not in ("fwd", "bwd") or not row.get("ms_median") or row.get("batch", 1) != 1):

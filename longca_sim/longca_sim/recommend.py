@@ -3,15 +3,20 @@
 Candidates: every inner kernel the fit file prices (measured one-GPU rows) and every strategy with
 its option variants (layouts; USP's Ulysses degree and LoongTrain's head degree and windows, kept
 inside a node). Each is simulated over the same mask draws, ranked by predicted fwd+bwd step time
-of the slowest rank; lines within the model's error of the best are near-ties. Refusals (heads that
+of the slowest rank. Each line's band is the out-of-sample error of its regime (mask class x world
+size x one node or several, docs/cp-simulator/validation-*.md); a line within that band of the best
+is a near-tie, and a regime never validated says so. Flags: KV heads replicated by the head split,
+an all-to-all across nodes, modelled memory above the GPU's. Refusals (heads that
 do not divide, lengths a layout cannot split, modelled memory above the GPU's) are listed with the
 reason. A line rests on measured rows when a results folder holds the same case measured; else
 on the model alone (its inner kernel's fit and the topology).
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import numpy as np
@@ -21,13 +26,35 @@ from longca.flops import attention_flops
 from longca.plugins import Registry, get_registry
 from longca.problem import Problem, build_mask
 from longca_cp.accounting import schedule_of
-from longca_cp.schedule import RingSchedule
-from .costmodel import KernelFit
-from .simulate import Pricing, resolve_for, simulate_schedule
+from .simulate import Pricing, resolve_for, simulate_schedule_all
 from .topology import Topology
 
-# the model's own error on measured CP rows (docs/cp-simulator/validation.md, world size 2, median)
-CP_MODEL_ERR_PCT = 3.0
+BANDS_PATH = Path(__file__).resolve().parent / "data" / "validation_bands.json"
+
+
+def mask_class(mask: str, registry: Optional[Registry] = None) -> str:
+    """The regime's mask class: `dense` (full, causal), `document` (masks of documents), else `other`."""
+    if mask in ("full", "causal"):
+        return "dense"
+    return "document" if (registry or get_registry()).mask(mask).uses_documents else "other"
+
+
+def load_bands(path: Optional[Path] = None) -> list[dict[str, Any]]:
+    """The out-of-sample error of each validated regime (written by docs/scripts/cp_validate.py)."""
+    try:
+        return list(json.loads(Path(path or BANDS_PATH).read_text())["regimes"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise LongcaError(f"cannot read validation bands {path or BANDS_PATH}: {exc}") from None
+
+
+def regime_band(bands: list[dict[str, Any]], cls: str, world: int, gpus_per_node: int) -> Optional[dict[str, Any]]:
+    """The validated regime holding this case (mask class, one node or several, world size in its range)."""
+    multi = world > gpus_per_node
+    for band in bands:
+        lo, hi = band["worlds"]
+        if band["mask_class"] == cls and band["multi_node"] == multi and lo <= world <= hi:
+            return band
+    return None
 
 
 @dataclass
@@ -53,10 +80,6 @@ def variants(strategy: str, world: int, heads_q: int, gpus_per_node: int,
     return spec.option_variants(world, heads_q, gpus_per_node)
 
 
-def _err(fit: KernelFit) -> float:
-    return fit.median_err_pct
-
-
 @dataclass
 class Line:
     kernel: str
@@ -68,7 +91,10 @@ class Line:
     bwd_ms: float = math.nan
     tflops: float = math.nan
     peak_mem_gb: float = math.nan
-    error_pct: float = 0.0
+    error_pct: Optional[float] = None  # the out-of-sample median |error| of its validated regime; None: never validated
+    regime: str = ""
+    flags: list[str] = field(default_factory=list)
+    wait: dict[str, float] = field(default_factory=dict)  # critical rank: waiting for data / for slower ranks, ms
     basis: str = "model"
     measured: Optional[dict[str, Any]] = None
     rank: Optional[int] = None
@@ -82,8 +108,8 @@ class Line:
         return {"rank": self.rank, "kernel": self.kernel, "strategy": self.strategy, "options": self.options,
                 "status": self.status, "reason": self.reason, "step_ms": self.step_ms, "fwd_ms": self.fwd_ms,
                 "bwd_ms": self.bwd_ms, "tflops_per_gpu": self.tflops, "peak_mem_gb": self.peak_mem_gb,
-                "model_error_pct": self.error_pct, "near_tie_with_best": self.tie, "basis": self.basis,
-                "measured": self.measured}
+                "model_error_pct": self.error_pct, "regime": self.regime, "flags": self.flags, "wait_ms": self.wait,
+                "near_tie_with_best": self.tie, "basis": self.basis, "measured": self.measured}
 
 
 def _measured(rows: Iterable[dict[str, Any]], problem: Problem, options: dict[str, Any]) -> Optional[dict[str, Any]]:
@@ -148,7 +174,16 @@ def recommend(setting: Setting, pricings: dict[str, Optional[Pricing]], topology
     draws = setting.samples if registry.mask(setting.mask).uses_documents else 1
     masks = [build_mask(base, i, registry) for i in range(max(1, draws))]
     memory = topology.memory_gb * 1e9
-    shared_tables: dict[tuple, dict] = {}
+    bands = load_bands()
+    cls = mask_class(setting.mask, registry)
+    band = regime_band(bands, cls, setting.gpus, topology.gpus_per_node)
+    nodes = -(-setting.gpus // topology.gpus_per_node)
+    regime = (f"{cls}, {setting.gpus} GPUs, {nodes} node{'s' if nodes > 1 else ''}: "
+              + (f"validated on {band['source']} (median |error| {band['median_abs_err_pct']:.0f} %, "
+                 f"{band['cells']} cells)" if band else "never validated"))
+    kernels = list(usable)
+    flops = float(np.median([attention_flops(m.area, setting.heads_q, setting.head_dim, setting.batch, "fwdbwd")
+                             for m in masks]))
     for strategy in names:
         for given in variants(strategy, setting.gpus, setting.heads_q, topology.gpus_per_node, registry):
             problem = base.with_(strategy=strategy)
@@ -158,18 +193,18 @@ def recommend(setting: Setting, pricings: dict[str, Optional[Pricing]], topology
             except UnsupportedError as exc:
                 lines += [Line(k, strategy, given, "unsupported", str(exc)) for k in usable]
                 continue
-            for i, sched in enumerate(schedules):
-                sched.memo = {}
-                if isinstance(sched, RingSchedule):  # the same calls for every head degree and window count
-                    sched.tables = shared_tables.setdefault((i, sched.ring_size, sched.layout_kind), {})
-            for kernel, pricing in usable.items():
-                line = Line(kernel, strategy, options, error_pct=max(_err(pricing.fwd), _err(pricing.bwd))
-                            + CP_MODEL_ERR_PCT)
-                sims = [simulate_schedule(s, m.area, pricing) for s, m in zip(schedules, masks)]
+            # one draw at a time, every kernel priced in one pass over its ranks (one rank's calls in memory)
+            priced = [usable[k] for k in kernels]
+            per_draw = [simulate_schedule_all(s, m.area, priced) for s, m in zip(schedules, masks)]
+            del schedules
+            for j, kernel in enumerate(kernels):
+                sims = [d[j] for d in per_draw]
+                line = Line(kernel, strategy, options, error_pct=band["median_abs_err_pct"] if band else None,
+                            regime=regime, flags=list(sims[0]["flags"]))
                 line.fwd_ms = float(np.median([s["fwd"]["ms_max"] for s in sims]))
                 line.bwd_ms = float(np.median([s["bwd"]["ms_max"] for s in sims]))
-                flops = float(np.median([attention_flops(m.area, setting.heads_q, setting.head_dim, setting.batch,
-                                                         "fwdbwd") for m in masks]))
+                line.wait = {f"{ph}_{k}": float(np.median([s[ph][f"wait_{k}_ms"] for s in sims]))
+                             for ph in ("fwd", "bwd") for k in ("data", "ranks")}
                 line.tflops = flops / setting.gpus / (line.step_ms * 1e-3) / 1e12
                 peak = max(s["bwd"]["peak_mem_bytes"] for s in sims)
                 line.peak_mem_gb = peak / 1e9
@@ -185,5 +220,7 @@ def recommend(setting: Setting, pricings: dict[str, Optional[Pricing]], topology
     for i, line in enumerate(ok, 1):
         line.rank = i
         best = ok[0]
-        line.tie = i > 1 and line.step_ms <= best.step_ms * (1 + max(best.error_pct, line.error_pct) / 100)
+        # a near-tie: within the validation error of the regime (never claimed where it was never validated)
+        line.tie = (i > 1 and line.error_pct is not None and best.error_pct is not None
+                    and line.step_ms <= best.step_ms * (1 + max(best.error_pct, line.error_pct) / 100))
     return ok + [ln for ln in lines if ln.status != "ok"]

@@ -162,85 +162,83 @@ def _ring_link_ms(sched: RingSchedule, topo: Topology, phase: str, ring: str) ->
     return out
 
 
-def _simulate_ring(sched: RingSchedule, pricing: Pricing, problem: Problem) -> dict[str, Any]:
-    topo = pricing.topology
-    r, steps = sched.ring_size, sched.ring_size
-    cf, cb, shares = np.zeros((r, steps)), np.zeros((r, steps)), []
-    for position in range(r):
-        f, b, share = _step_times(sched.rank_calls(position * sched.head_degree), pricing, problem)
-        cf[position], cb[position] = f, b
-        shares.append(share)
-    w = sched.window
-    pos = np.arange(r)
-    a, b_ = np.divmod(pos, w)
-    prev_in = a * w + (b_ - 1) % w
-    prev_out = ((a - 1) % sched.windows) * w + b_
-    a2a = {phase: np.array([max(_op_ms(sched.comm(p * sched.head_degree + u), topo, phase, "all_to_all")
-                                for u in range(sched.head_degree)) for p in range(r)]) for phase in ("fwd", "bwd")}
-    ops0 = sched.comm(0)
-    before = {"fwd": _op_ms([op for op in ops0 if op.what in ("q", "k,v")], topo, "fwd", "all_to_all"),
-              "bwd": _op_ms([op for op in ops0 if op.what == "dout"], topo, "bwd", "all_to_all")}
-    total0 = {phase: _op_ms(ops0, topo, phase, "all_to_all") for phase in ("fwd", "bwd")}
-    frac = {phase: (before[phase] / total0[phase] if total0[phase] > 0 else 0.0) for phase in ("fwd", "bwd")}
-    out: dict[str, Any] = {}
-    for phase, c, run in (("fwd", cf, _ring_forward), ("bwd", cb, _ring_backward)):
-        x_in = _ring_link_ms(sched, topo, phase, "inner")
-        x_out = _ring_link_ms(sched, topo, phase, "outer")
-        start = a2a[phase] * frac[phase]
-        end = run(c, start, sched, x_in, x_out, prev_in, prev_out) + a2a[phase] * (1 - frac[phase])
-        per_rank = np.repeat(end, sched.head_degree)
-        compute = np.repeat(c.sum(axis=1), sched.head_degree)
-        out[phase] = (per_rank, compute)
-    out["measured_share"] = float(np.mean(shares))
-    return out
+def _timeline(run, c: np.ndarray, sched: RingSchedule, x_in, x_out, prev_in, prev_out, a2a, frac):
+    start = a2a * frac
+    return run(c, start, sched, x_in, x_out, prev_in, prev_out) + a2a * (1 - frac)
 
 
-def _simulate_gather(sched: GatherSchedule, pricing: Pricing, problem: Problem) -> dict[str, Any]:
-    topo = pricing.topology
-    world = sched.world
-    cf, cb, shares = np.zeros(world), np.zeros(world), []
-    for rank in range(world):
-        f, b, share = _step_times(sched.rank_calls(rank), pricing, problem)
-        cf[rank], cb[rank] = f.sum(), b.sum()
-        shares.append(share)
-    ops = sched.comm(0)
-    gather_f = _op_ms(ops, topo, "fwd", "all_gather")
-    gather_b = _op_ms(ops, topo, "bwd", "all_gather")
-    scatter = _op_ms(ops, topo, "bwd", "reduce_scatter")
-    fwd = gather_f + cf
-    bwd = np.full(world, (gather_b + cb).max() + scatter)  # the reduce-scatter waits for the last rank
-    return {"fwd": (fwd, cf), "bwd": (bwd, cb), "measured_share": float(np.mean(shares))}
+class _Pricer:
+    """Prices a schedule for several inner kernels at once (`Schedule.priced_by`): one rank's calls are
+    built, priced by every kernel and dropped before the next rank's, so memory holds one rank's calls."""
+
+    def __init__(self, pricings: list[Pricing]) -> None:
+        self.pricings = pricings
+
+    def ring(self, sched: RingSchedule) -> list[dict[str, Any]]:
+        problem = sched.problem
+        topo = self.pricings[0].topology
+        r, steps, n = sched.ring_size, sched.ring_size, len(self.pricings)
+        cf, cb = np.zeros((n, r, steps)), np.zeros((n, r, steps))
+        shares = np.zeros((n, r))
+        for position in range(r):
+            rc = sched.rank_calls(position * sched.head_degree)
+            for i, pricing in enumerate(self.pricings):
+                cf[i, position], cb[i, position], shares[i, position] = _step_times(rc, pricing, problem)
+        w = sched.window
+        pos = np.arange(r)
+        a, b_ = np.divmod(pos, w)
+        prev_in = a * w + (b_ - 1) % w
+        prev_out = ((a - 1) % sched.windows) * w + b_
+        a2a = {phase: np.array([max(_op_ms(sched.comm(p * sched.head_degree + u), topo, phase, "all_to_all")
+                                    for u in range(sched.head_degree)) for p in range(r)])
+               for phase in ("fwd", "bwd")}
+        ops0 = sched.comm(0)
+        before = {"fwd": _op_ms([op for op in ops0 if op.what in ("q", "k,v")], topo, "fwd", "all_to_all"),
+                  "bwd": _op_ms([op for op in ops0 if op.what == "dout"], topo, "bwd", "all_to_all")}
+        total0 = {phase: _op_ms(ops0, topo, phase, "all_to_all") for phase in ("fwd", "bwd")}
+        frac = {phase: (before[phase] / total0[phase] if total0[phase] > 0 else 0.0) for phase in ("fwd", "bwd")}
+        links = {phase: (_ring_link_ms(sched, topo, phase, "inner"), _ring_link_ms(sched, topo, phase, "outer"))
+                 for phase in ("fwd", "bwd")}
+        zero = np.zeros(r)
+        outs = []
+        for i in range(n):
+            out: dict[str, Any] = {}
+            for phase, c, run in (("fwd", cf[i], _ring_forward), ("bwd", cb[i], _ring_backward)):
+                x_in, x_out = links[phase]
+                end = _timeline(run, c, sched, x_in, x_out, prev_in, prev_out, a2a[phase], frac[phase])
+                # the same steps with every transfer free: what is left of waiting is waiting for slower ranks
+                alone = _timeline(run, c, sched, zero, zero, prev_in, prev_out, zero, 0.0)
+                out[phase] = tuple(np.repeat(x, sched.head_degree) for x in (end, c.sum(axis=1), alone))
+            out["measured_share"] = float(np.mean(shares[i]))
+            outs.append(out)
+        return outs
+
+    def gather(self, sched: GatherSchedule) -> list[dict[str, Any]]:
+        problem = sched.problem
+        topo = self.pricings[0].topology
+        world, n = sched.world, len(self.pricings)
+        cf, cb, shares = np.zeros((n, world)), np.zeros((n, world)), np.zeros((n, world))
+        for rank in range(world):
+            rc = sched.rank_calls(rank)
+            for i, pricing in enumerate(self.pricings):
+                f, b, shares[i, rank] = _step_times(rc, pricing, problem)
+                cf[i, rank], cb[i, rank] = f.sum(), b.sum()
+        ops = sched.comm(0)
+        gather_f = _op_ms(ops, topo, "fwd", "all_gather")
+        gather_b = _op_ms(ops, topo, "bwd", "all_gather")
+        scatter = _op_ms(ops, topo, "bwd", "reduce_scatter")
+        outs = []
+        for i in range(n):
+            fwd = gather_f + cf[i]
+            bwd = np.full(world, (gather_b + cb[i]).max() + scatter)  # the reduce-scatter waits for the last rank
+            outs.append({"fwd": (fwd, cf[i], cf[i].copy()), "bwd": (bwd, cb[i], np.full(world, cb[i].max())),
+                         "measured_share": float(np.mean(shares[i]))})
+        return outs
 
 
 def peak_memory(sched: Schedule, direction: str) -> int:
-    """Modelled peak bytes per GPU: inputs, the strategy's buffers and accumulators (not the kernel's workspace)."""
-    p = sched.problem
-    e, bd = ELEMENT_BYTES[p.dtype], p.batch * p.head_dim
-    local = p.seqlen // p.world_size
-    inputs = bd * local * (2 * p.heads_q + 2 * p.heads_kv) * e  # q, k, v, out
-    backward = direction != "fwd"
-    if backward:
-        # dout, grads, lse
-        inputs += bd * local * (2 * p.heads_q + 2 * p.heads_kv) * e + 4 * local * p.heads_q * p.batch
-    if isinstance(sched, GatherSchedule):
-        gathered = 2 * bd * p.seqlen * p.heads_kv * e * 2  # K and V gathered, and their reordered copies
-        sums = 2 * bd * p.seqlen * p.heads_kv * 4 * 2 if backward else 0  # float32 dK/dV and the stacked copy
-        acc = bd * local * p.heads_q * 4 * (2 if backward else 1)
-        return int(inputs + gathered + sums + acc)
-    u, block = sched.head_degree, p.seqlen // sched.ring_size
-    hq, hkv = p.heads_q // u, p.heads_kv * sched.kv_repeat // u
-    heads_sharded = bd * block * (2 * hq + 2 * hkv) * e if u > 1 else 0  # q, k, v, out after the all-to-all
-    # while one tensor goes through `comm._seq_to_head`: its contiguous send buffer and the all-to-all's
-    # output, before the reshape copy that is kept (the largest is q's)
-    transient = 2 * bd * block * hq * e if u > 1 else 0
-    ring_kv = 3 * 2 * bd * block * hkv * e if sched.ring_size > 1 else 0  # block in hand, in flight, received
-    # float32 output accumulator (and dq, dK/dV sums): with a ring of one, a rank's one call covers every
-    # row and key, and `merge.OutputAccumulator` / `GradAccumulator` keep its results as they are
-    acc = bd * block * hq * 4 if sched.ring_size > 1 else 0
-    if backward:
-        acc += bd * block * hq * 4 + 5 * 2 * bd * block * hkv * 4 if sched.ring_size > 1 else 0
-        heads_sharded *= 2  # the gradients of the head-sharded tensors
-    return int(inputs + heads_sharded + transient + ring_kv + acc)
+    """Modelled peak bytes per GPU (`Schedule.peak_memory`): inputs, the strategy's buffers and accumulators."""
+    return sched.peak_memory(direction)
 
 
 def harness_memory(sched: Schedule, direction: str) -> int:
@@ -267,24 +265,50 @@ def simulate_mask(problem: Problem, mask, options: dict[str, Any], pricing: Pric
 
 
 def simulate_schedule(sched: Schedule, area: float, pricing: Pricing) -> dict[str, Any]:
-    """`simulate_mask` of a schedule already built (to price one schedule with several kernels)."""
-    problem = sched.problem
-    if isinstance(sched, RingSchedule):
-        sim = _simulate_ring(sched, pricing, problem)
-    else:
-        sim = _simulate_gather(sched, pricing, problem)
-    out: dict[str, Any] = {"balance": balance_of(rank_totals(sched)), "measured_share": sim["measured_share"]}
-    for phase in ("fwd", "bwd"):
-        end, compute = sim[phase]
-        critical = int(np.argmax(end))
-        # repeated steps: a rank's next step meets the others in its first transfer, so every rank
-        # waits for the slowest (the measured rows' ms_max_rank and mean agree within 1 %)
-        mean = float(end.max()) if problem.world_size > 1 else float(end.mean())
-        out[phase] = {"ms_max": float(end.max()), "ms_mean": mean, "critical_rank": critical,
-                      "compute_ms": float(compute[critical]), "exposed_ms": float(end[critical] - compute[critical]),
-                      "peak_mem_bytes": peak_memory(sched, phase)}
-    out["area"] = area
+    """`simulate_mask` of a schedule already built."""
+    return simulate_schedule_all(sched, area, [pricing])[0]
+
+
+def flags_of(sched: Schedule, topology: Topology, peak_bytes: int) -> list[str]:
+    """What a training engineer should know about a case beyond its time: KV heads replicated by the head
+    split, an all-to-all that crosses nodes, modelled memory above the GPU's."""
+    p = sched.problem
+    out = []
+    if sched.kv_repeat > 1:
+        out.append(f"KV heads replicated x{sched.kv_repeat} (head degree {sched.head_degree} > "
+                   f"{p.heads_kv} KV heads)")
+    if sched.head_degree > 1 and topology.node(0) != topology.node(sched.head_degree - 1):
+        out.append(f"all-to-all across nodes ({sched.head_degree} ranks, {topology.gpus_per_node} per node)")
+    if peak_bytes > topology.memory_gb * 1e9:
+        out.append(f"over memory: {peak_bytes / 1e9:.0f} GB modelled per GPU > {topology.memory_gb:.0f} GB")
     return out
+
+
+def simulate_schedule_all(sched: Schedule, area: float, pricings: list[Pricing]) -> list[dict[str, Any]]:
+    """The figures of one schedule for each pricing (inner kernels priced in one pass over the ranks)."""
+    problem = sched.problem
+    sims = sched.priced_by(_Pricer(pricings))
+    balance = balance_of(rank_totals(sched))
+    peaks = {phase: sched.peak_memory(phase) for phase in ("fwd", "bwd")}
+    flags = flags_of(sched, pricings[0].topology, max(peaks.values()))
+    outs = []
+    for sim in sims:
+        out: dict[str, Any] = {"balance": balance, "measured_share": sim["measured_share"], "flags": flags}
+        for phase in ("fwd", "bwd"):
+            end, compute, alone = sim[phase]
+            critical = int(np.argmax(end))
+            # repeated steps: a rank's next step meets the others in its first transfer, so every rank
+            # waits for the slowest (the measured rows' ms_max_rank and mean agree within 1 %)
+            mean = float(end.max()) if problem.world_size > 1 else float(end.mean())
+            waiting_ranks = max(0.0, float(alone[critical] - compute[critical]))
+            out[phase] = {"ms_max": float(end.max()), "ms_mean": mean, "critical_rank": critical,
+                          "compute_ms": float(compute[critical]),
+                          "exposed_ms": float(end[critical] - compute[critical]),
+                          "wait_data_ms": max(0.0, float(end[critical] - compute[critical]) - waiting_ranks),
+                          "wait_ranks_ms": waiting_ranks, "peak_mem_bytes": peaks[phase]}
+        out["area"] = area
+        outs.append(out)
+    return outs
 
 
 def pricing_for(kernel: str, fits, topology: Topology, calibrated: bool = False,
@@ -327,12 +351,13 @@ def simulate(problem: Problem, options: dict[str, Any], pricing: Pricing, sample
                                             ph) / problem.world_size
     area = float(np.mean([r["area"] for r in results]))
     flops = attention_flops(area, problem.heads_q, problem.head_dim, problem.batch, problem.direction)
-    sim: dict[str, Any] = {"measured_share": med(lambda r: r["measured_share"]),
+    sim: dict[str, Any] = {"measured_share": med(lambda r: r["measured_share"]), "flags": results[0]["flags"],
                            "comm": "calibrated" if pricing.calibrated else f"preset {pricing.topology.name}",
                            "gpus_per_node": pricing.topology.gpus_per_node, "fit_kernel": pricing.fwd.kernel}
     for phase in ("fwd", "bwd"):
         figures: dict[str, Any] = {key: med(lambda r, k=key: r[phase][k])
-                                   for key in ("ms_max", "ms_mean", "compute_ms", "exposed_ms")}
+                                   for key in ("ms_max", "ms_mean", "compute_ms", "exposed_ms", "wait_data_ms",
+                                               "wait_ranks_ms")}
         figures["critical_rank"] = int(results[0][phase]["critical_rank"])
         figures["peak_mem_bytes"] = int(results[0][phase]["peak_mem_bytes"])
         # as measured rows: the median over draws of each draw's own FLOPs / time

@@ -137,3 +137,19 @@ def test_doc_zigzag_balances_documents_in_one_call_a_step():
         rows[layout] = simulate(problem, {"layout": layout}, pricing)
     assert rows["doc_zigzag"]["balance"]["imbalance_pct"] < 2 < rows["zigzag"]["balance"]["imbalance_pct"]
     assert rows["doc_zigzag"]["balance"]["calls_max"] == 8  # one varlen call for each of the 8 steps
+
+
+def test_flags_and_waiting_split():
+    """Ulysses past the KV-head count replicates KV heads and, past a node, its all-to-all crosses nodes;
+    memory above the GPU's is flagged; the critical rank's waiting is split into data and slower ranks."""
+    pricing = default_pricing("fa3", preset("h100-sxm"))
+    problem = _problem("ulysses", 16, direction="fwdbwd")
+    row = simulate(problem, resolve_for(problem, {}, 8), pricing)
+    flags = " ".join(row["sim"]["flags"])
+    assert "KV heads replicated x2" in flags and "all-to-all across nodes" in flags
+    for phase in ("fwd", "bwd"):
+        f = row["sim"][phase]
+        assert abs(f["wait_data_ms"] + f["wait_ranks_ms"] - f["exposed_ms"]) < 1e-9 + 1e-6 * f["ms_max"]
+    problem = _problem("ring-allgather", 8, per_rank=256 * 1024, direction="fwdbwd")
+    big = simulate(problem, resolve_for(problem, {}, 8), pricing)
+    assert any(fl.startswith("over memory") for fl in big["sim"]["flags"])
