@@ -212,7 +212,7 @@ def test_report_merges_runs_with_their_own_peaks_sorted_and_by_mask_params(tmp_p
     result = invoke("report", tmp_path / "long", tmp_path / "short", "--output", tmp_path / "rep", "--no-plots")
     assert result.exit_code == 0, result.output
     text = (tmp_path / "rep" / "report.md").read_text()
-    assert "(500-800 TFLOP/s here)" in text
+    assert "(500-800 TFLOP/s here; one shape only" in text
     assert text.index("| causal | 1k |") < text.index("| causal | 32k |")
     assert "| causal | 1k | 400.0 | 200.0 | a | 50% |" in text and "| causal | 2k | 400.0 |  | a | 100% |" in text
     assert "| causal | 32k | 400.0 |  | a | 80% |" in text
