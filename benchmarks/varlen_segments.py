@@ -37,8 +37,9 @@ import math
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -123,7 +124,6 @@ def time_call(fn: Callable[[], object], device, warmup: int, repeat: int) -> lis
 def measure(spec, case: dict[str, Any], crops: dict[str, Any], grid: dict[str, Any], direction: str,
             device) -> dict[str, Any]:
     import torch
-
     from longca_sim.costmodel import pair_table, table_features
     from longca_sim.segments import case_slices
 
@@ -208,7 +208,6 @@ def main(argv: list[str] | None = None) -> None:
         fail(f"--max-minutes must be positive, got {args.max_minutes}")
 
     import torch
-
     from longca.errors import LongcaError
     from longca.plugins import get_registry
 

@@ -28,14 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
+from longca.problem import build_mask
 from longca_cp.accounting import schedule_of
 from longca_sim.calibrate import OVERHEAD_MASKS, call_overhead_misses, fit_call_overhead, row_problem, simulate_row
 from longca_sim.costmodel import load_fits, pair_table, read_rows, table_features
-from longca_sim.simulate import (MERGE_BYTES_MEASURED_ROWS, Grid, Pricing, default_pricing, harness_memory,
-                                 simulate_grid)
+from longca_sim.simulate import MERGE_BYTES_MEASURED_ROWS, Grid, Pricing, default_pricing, harness_memory, simulate_grid
 from longca_sim.topology import preset
-from longca.problem import build_mask
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "cp-simulator"
@@ -65,7 +63,7 @@ def parse_anchors(path: Path) -> list[dict]:
         if len(parts) != 6 or "," not in parts[0] or parts[1] not in STRATEGY:
             continue
         mask, direction = (p.strip() for p in parts[0].split(","))
-        for world, text in zip(WORLDS, parts[2:]):
+        for world, text in zip(WORLDS, parts[2:], strict=False):
             span = re.search(r"(\d+)\s*[–-]\s*(\d+)", text)
             if span:  # one range for every world size of the row
                 for w in WORLDS:

@@ -9,12 +9,13 @@ fitted on the other rows only (leave one out).
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
-
 from longca.problem import Problem
 from longca.results import ResultRow
+
 from .simulate import Pricing, simulate
 
 
@@ -57,7 +58,7 @@ def call_overhead_misses(rows: Iterable[dict[str, Any]], pricing: Pricing,
     return out
 
 
-def fit_call_overhead(misses: list[tuple[dict, float]], leave_out: Optional[dict] = None) -> dict[str, float]:
+def fit_call_overhead(misses: list[tuple[dict, float]], leave_out: dict | None = None) -> dict[str, float]:
     """Per direction, the median missing ms per call over the rows (but `leave_out`); never negative."""
     out = {}
     for direction in ("fwd", "bwd"):

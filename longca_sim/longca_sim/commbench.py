@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
-
 from longca_cp.comm import _all_gather, _reduce_scatter
 from longca_cp.schedule import COLLECTIVES
 

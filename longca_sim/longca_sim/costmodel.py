@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 import numpy as np
-
 from longca.errors import LongcaError
 from longca.masks import slices as sl
 from longca_cp.calls import CallTable, pair_table
@@ -41,34 +41,43 @@ from longca_cp.calls import CallTable, pair_table
 TILE = 128
 FIT_MASKS = ("full", "causal", "full_document", "causal_document")
 FIT_PATH = Path(__file__).resolve().parent / "data" / "cp_kernel_fit.json"
-NAMES = ("launch_ms", "row_ms", "tile_ms", "segment_ms", "diagonal_ms")
+NAMES = ("launch_ms", "row_ms", "tile_ms", "segment_ms", "diagonal_ms", "token_ms")
 
 
 def slice_features(slices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row blocks, padded area, row blocks on a diagonal) of each slice."""
+    """(row blocks, padded area, row blocks on a diagonal) of each slice (`slice_tokens` gives the fourth)."""
     s = sl.as_array(slices)
     lq, lk, kind = s[:, 1] - s[:, 0], s[:, 3] - s[:, 2], s[:, 4]
     nq, nk = -(-lq // TILE), -(-lk // TILE)
     exact = np.where(kind == sl.FULL, lq * lk,
                      np.where(kind == sl.BI_CAUSAL, lq * (lk - lq + 1), lq * (lk - lq) + lq * (lq + 1) // 2))
     diagonal = np.where(kind == sl.FULL, 0, np.where(kind == sl.BI_CAUSAL, 2, 1)) * nq
-    padded = np.minimum(exact + diagonal * (TILE * TILE // 2), nq * nk * TILE * TILE)
+    # every row block computes at least one whole tile (a segment shorter than a tile still runs one)
+    padded = np.clip(exact + diagonal * (TILE * TILE // 2), nq * TILE * TILE, nq * nk * TILE * TILE)
     padded = np.where(kind == sl.FULL, nq * nk * TILE * TILE, padded)
     return nq.astype(float), padded.astype(float), diagonal.astype(float)
 
 
+def slice_tokens(slices: np.ndarray) -> np.ndarray:
+    """Query plus key rows of each slice: the rows a varlen call loads (and writes) for it, whatever its tiles."""
+    s = sl.as_array(slices)
+    return ((s[:, 1] - s[:, 0]) + (s[:, 3] - s[:, 2])).astype(float)
+
+
 def table_features(table: CallTable, heads: int) -> np.ndarray:
-    """(calls, 5): launches, head row blocks, head padded area, head segments, head diagonal row blocks of
-    every call of a table."""
+    """(calls, 6): launches, head row blocks, head padded area, head segments, head diagonal row blocks and
+    head tokens (query plus key rows of each slice) of every call of a table."""
     if not len(table):
         return np.zeros((0, len(NAMES)))
     nq, padded, diagonal = slice_features(table.slices)
+    tokens = slice_tokens(table.slices)
     first = table.start[:-1]
     rows = np.add.reduceat(nq, first) * heads
     area = np.add.reduceat(padded, first) * heads
     segments = np.diff(table.start).astype(float) * heads
     diagonals = np.add.reduceat(diagonal, first) * heads
-    return np.column_stack([np.ones(len(table)), rows, area, segments, diagonals])
+    return np.column_stack([np.ones(len(table)), rows, area, segments, diagonals,
+                            np.add.reduceat(tokens, first) * heads])
 
 
 @dataclass
@@ -88,11 +97,12 @@ class KernelFit:
     residuals: list[dict[str, Any]] = field(default_factory=list)
     diagonal_ms: float = 0.0  # last, with defaults: fit files written before they existed still load
     # leave-one-out median |error| % over the fitted rows with and without the diagonal term (which was kept)
-    selection: dict[str, float] = field(default_factory=dict)
+    selection: dict[str, Any] = field(default_factory=dict)
+    token_ms: float = 0.0  # cost per head query-plus-key row of a slice (short-segment rows fit it)
 
     @property
     def coef(self) -> np.ndarray:
-        return np.array([self.launch_ms, self.row_ms, self.tile_ms, self.segment_ms, self.diagonal_ms])
+        return np.array([self.launch_ms, self.row_ms, self.tile_ms, self.segment_ms, self.diagonal_ms, self.token_ms])
 
     def price(self, features: np.ndarray) -> np.ndarray:
         """Milliseconds of each call (features from `table_features`)."""
@@ -115,26 +125,62 @@ def _nonneg_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         active.remove(int(np.argmin(np.where(np.isin(np.arange(len(x)), active), x, np.inf))))
 
 
-def _loo_median_err(x: np.ndarray, t: np.ndarray) -> float:
+def _loo_median_err(x: np.ndarray, t: np.ndarray, w: np.ndarray) -> float:
     """Median |error| % of each row predicted by the fit on the other rows."""
     errs = []
     for i in range(len(t)):
         keep = np.arange(len(t)) != i
-        coef = _nonneg_lstsq(x[keep] / t[keep, None], np.ones(int(keep.sum())))
+        root = np.sqrt(w[keep])
+        coef = _nonneg_lstsq(x[keep] / t[keep, None] * root[:, None], root)
         errs.append(abs(x[i] @ coef - t[i]) / t[i])
     return 100 * float(np.median(errs))
 
 
-def _select_fit(x: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
-    """Coefficients on relative error; the diagonal term is kept only where it predicts the kernel's own
-    rows better, each left out of its fit in turn (a tie keeps the simpler model). The rule sees only the
-    fitted rows, never a row the simulator is validated on."""
+def _select_fit(x: np.ndarray, t: np.ndarray, w: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, float]]:
+    """Coefficients on relative error (rows weighted by `w`, default equal); the diagonal term is kept only
+    where it predicts the kernel's own rows better, each left out of its fit in turn (a tie keeps the
+    simpler model). The rule sees only the fitted rows, never a row the simulator is validated on."""
+    w = np.ones(len(t)) if w is None else w
     plain = x.copy()
     plain[:, NAMES.index("diagonal_ms")] = 0.0
-    with_diagonal, without = _loo_median_err(x, t), _loo_median_err(plain, t)
+    with_diagonal, without = _loo_median_err(x, t, w), _loo_median_err(plain, t, w)
     chosen = x if with_diagonal < without else plain
-    return _nonneg_lstsq(chosen / t[:, None], np.ones(len(t))), {"loo_median_err_pct_with_diagonal": with_diagonal,
-                                                                  "loo_median_err_pct_without": without}
+    root = np.sqrt(w)
+    return _nonneg_lstsq(chosen / t[:, None] * root[:, None], root), {
+        "loo_median_err_pct_with_diagonal": with_diagonal, "loo_median_err_pct_without": without}
+
+
+# the terms the short-segment rows fit on top of the dense sweep's coefficients (per slice and per row it loads)
+SHORT_TERMS = ("segment_ms", "token_ms")
+
+
+def _short_terms(x: np.ndarray, t: np.ndarray, coef: np.ndarray) -> np.ndarray:
+    """What the short-segment rows add to the dense sweep's fit: the residual of each row (relative) fitted,
+    non-negative, on the per-segment and per-token terms only; the launch, row, tile and diagonal
+    coefficients stay the dense sweep's, so the long calls keep their price."""
+    cols = [NAMES.index(n) for n in SHORT_TERMS]
+    resid = t - x @ coef
+    extra = np.zeros(len(NAMES))
+    extra[cols] = _nonneg_lstsq(x[:, cols] / t[:, None], resid / t)
+    return extra
+
+
+def _segment_fit(x: np.ndarray, t: np.ndarray, short: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+    """Two ways to fit dense-sweep rows together with short-segment rows, the one with the lower median
+    |error| over all of them kept (a rule on the fitted one-GPU rows only): `joint`, every term fitted on
+    both sets, each set weighing half; `dense + short terms`, the dense sweep's fit with the per-segment and
+    per-token terms fitted on the segment rows' residuals (`_short_terms`)."""
+    w = np.where(short, 0.5 / short.sum(), 0.5 / (~short).sum())
+    joint, sel_joint = _select_fit(x, t, w)
+    dense, sel_dense = _select_fit(x[~short], t[~short])
+    stacked = dense + _short_terms(x[short], t[short], dense)
+    errs = {name: float(np.median(np.abs(x @ c - t) / t)) * 100
+            for name, c in (("joint", joint), ("dense + short terms", stacked))}
+    chosen = min(errs, key=lambda k: errs[k])
+    selection: dict[str, Any] = dict(sel_joint if chosen == "joint" else sel_dense)
+    selection.update({f"median_err_pct_{k.replace(' ', '_').replace('+', 'and')}": v for k, v in errs.items()})
+    selection["segment_model"] = chosen
+    return (joint if chosen == "joint" else stacked), selection
 
 
 def row_features(row: dict[str, Any], registry=None) -> np.ndarray:
@@ -183,16 +229,19 @@ def fit_rows(rows: Iterable[dict[str, Any]], registry=None,
             continue
         x = np.array([f for f, _, _ in items])
         t = np.array([ms for _, ms, _ in items])
+        short = np.array([str(r.get("mask", "")).startswith("segments:") for _, _, r in items])
         coef, selection = _select_fit(x, t)
+        if short.any() and (~short).sum() >= 4:
+            coef, selection = _segment_fit(x, t, short)
         pred = x @ coef
         err = 100 * (pred - t) / t
         residuals = [{"mask": r["mask"], "seqlen": r["seqlen"], "measured_ms": ms, "model_ms": float(p),
-                      "err_pct": float(e)} for (_, ms, r), p, e in zip(items, pred, err)]
-        launch_ms, row_ms, tile_ms, segment_ms, diagonal_ms = (float(c) for c in coef)
+                      "err_pct": float(e)} for (_, ms, r), p, e in zip(items, pred, err, strict=True)]
+        launch_ms, row_ms, tile_ms, segment_ms, diagonal_ms, token_ms = (float(c) for c in coef)
         fits.setdefault(kernel, {})[direction] = KernelFit(
             kernel, direction, launch_ms, row_ms, tile_ms, segment_ms, len(items), float(np.median(np.abs(err))),
             float(np.max(np.abs(err))), (float(x[:, 2].min()), float(x[:, 2].max())), residuals, diagonal_ms,
-            selection)
+            selection, token_ms)
     return fits
 
 
@@ -210,13 +259,14 @@ def read_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
 
 
 def save_fits(fits: dict[str, dict[str, KernelFit]], path: Path, sources: list[str],
-              call_overhead: Optional[dict[str, Any]] = None) -> None:
+              call_overhead: dict[str, Any] | None = None, proxies: dict[str, str] | None = None) -> None:
     doc = {"tile": TILE, "masks": list(FIT_MASKS), "sources": sources, "call_overhead_ms": call_overhead or {},
+           "segment_proxies": proxies or {},
            "kernels": {k: {d: asdict(f) for d, f in by.items()} for k, by in fits.items()}}
     Path(path).write_text(json.dumps(doc, indent=1) + "\n")
 
 
-def load_fits(path: Optional[Path] = None) -> tuple[dict[str, dict[str, KernelFit]], dict[str, Any]]:
+def load_fits(path: Path | None = None) -> tuple[dict[str, dict[str, KernelFit]], dict[str, Any]]:
     """The fits shipped with longca (from docs/results/h200, `docs/scripts/cp_fit.py`) or another file,
     and the file's other fields (sources, the per-call overhead of CP steps)."""
     try:

@@ -15,31 +15,32 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 import numpy as np
-
 from longca.errors import LongcaError, UnsupportedError
 from longca.flops import attention_flops
 from longca.plugins import Registry, get_registry
 from longca.problem import Problem, build_mask
 from longca_cp.accounting import schedule_of
+
 from .simulate import Pricing, resolve_for, simulate_schedule_all
 from .topology import Topology
 
 BANDS_PATH = Path(__file__).resolve().parent / "data" / "validation_bands.json"
 
 
-def mask_class(mask: str, registry: Optional[Registry] = None) -> str:
+def mask_class(mask: str, registry: Registry | None = None) -> str:
     """The regime's mask class: `dense` (full, causal), `document` (masks of documents), else `other`."""
     if mask in ("full", "causal"):
         return "dense"
     return "document" if (registry or get_registry()).mask(mask).uses_documents else "other"
 
 
-def load_bands(path: Optional[Path] = None) -> list[dict[str, Any]]:
+def load_bands(path: Path | None = None) -> list[dict[str, Any]]:
     """The out-of-sample error of each validated regime (written by docs/scripts/cp_validate.py)."""
     try:
         return list(json.loads(Path(path or BANDS_PATH).read_text())["regimes"])
@@ -47,7 +48,7 @@ def load_bands(path: Optional[Path] = None) -> list[dict[str, Any]]:
         raise LongcaError(f"cannot read validation bands {path or BANDS_PATH}: {exc}") from None
 
 
-def regime_band(bands: list[dict[str, Any]], cls: str, world: int, gpus_per_node: int) -> Optional[dict[str, Any]]:
+def regime_band(bands: list[dict[str, Any]], cls: str, world: int, gpus_per_node: int) -> dict[str, Any] | None:
     """The validated regime holding this case (mask class, one node or several, world size in its range)."""
     multi = world > gpus_per_node
     for band in bands:
@@ -74,7 +75,7 @@ class Setting:
 
 
 def variants(strategy: str, world: int, heads_q: int, gpus_per_node: int,
-             registry: Optional[Registry] = None) -> list[dict[str, Any]]:
+             registry: Registry | None = None) -> list[dict[str, Any]]:
     """The option sets tried for a strategy: what its spec's `variants` lists ([{}]: its defaults only)."""
     spec = (registry or get_registry()).strategy(strategy)
     return spec.option_variants(world, heads_q, gpus_per_node)
@@ -86,18 +87,18 @@ class Line:
     strategy: str
     options: dict[str, Any]
     status: str = "ok"
-    reason: Optional[str] = None
+    reason: str | None = None
     fwd_ms: float = math.nan
     bwd_ms: float = math.nan
     tflops: float = math.nan
     peak_mem_gb: float = math.nan
-    error_pct: Optional[float] = None  # the out-of-sample median |error| of its validated regime; None: never validated
+    error_pct: float | None = None  # the out-of-sample median |error| of its validated regime; None: never validated
     regime: str = ""
     flags: list[str] = field(default_factory=list)
     wait: dict[str, float] = field(default_factory=dict)  # critical rank: waiting for data / for slower ranks, ms
     basis: str = "model"
-    measured: Optional[dict[str, Any]] = None
-    rank: Optional[int] = None
+    measured: dict[str, Any] | None = None
+    rank: int | None = None
     tie: bool = False
 
     @property
@@ -112,7 +113,7 @@ class Line:
                 "near_tie_with_best": self.tie, "basis": self.basis, "measured": self.measured}
 
 
-def _measured(rows: Iterable[dict[str, Any]], problem: Problem, options: dict[str, Any]) -> Optional[dict[str, Any]]:
+def _measured(rows: Iterable[dict[str, Any]], problem: Problem, options: dict[str, Any]) -> dict[str, Any] | None:
     """The measured fwd and bwd rows of exactly this case, if a results folder holds them."""
     found: dict[str, Any] = {}
     for row in rows:
@@ -128,7 +129,7 @@ def _measured(rows: Iterable[dict[str, Any]], problem: Problem, options: dict[st
     return {"fwd_ms": found["fwd"]["ms_median"], "bwd_ms": found["bwd"]["ms_median"]}
 
 
-def kernel_refusal(name: str, setting: Setting, priced: bool, registry: Registry) -> Optional[str]:
+def kernel_refusal(name: str, setting: Setting, priced: bool, registry: Registry) -> str | None:
     """Why an inner kernel cannot serve this setting, from what it declares (its library is not loaded here)."""
     spec = registry.kernel(name)
     missing = [n for n in ("forward_lse", "backward_lse") if getattr(spec, n) is None]
@@ -146,9 +147,9 @@ def kernel_refusal(name: str, setting: Setting, priced: bool, registry: Registry
     return None
 
 
-def recommend(setting: Setting, pricings: dict[str, Optional[Pricing]], topology: Topology,
-              rows: Iterable[dict[str, Any]] = (), strategies: Optional[list[str]] = None,
-              registry: Optional[Registry] = None) -> list[Line]:
+def recommend(setting: Setting, pricings: dict[str, Pricing | None], topology: Topology,
+              rows: Iterable[dict[str, Any]] = (), strategies: list[str] | None = None,
+              registry: Registry | None = None) -> list[Line]:
     """Every candidate line, ranked (ok lines first by step time, then the refused ones).
 
     `pricings`: per inner kernel its pricing, or None when no measured rows price it (refused)."""
@@ -195,7 +196,7 @@ def recommend(setting: Setting, pricings: dict[str, Optional[Pricing]], topology
                 continue
             # one draw at a time, every kernel priced in one pass over its ranks (one rank's calls in memory)
             priced = [usable[k] for k in kernels]
-            per_draw = [simulate_schedule_all(s, m.area, priced) for s, m in zip(schedules, masks)]
+            per_draw = [simulate_schedule_all(s, m.area, priced) for s, m in zip(schedules, masks, strict=True)]
             del schedules
             for j, kernel in enumerate(kernels):
                 sims = [d[j] for d in per_draw]

@@ -3,9 +3,10 @@ topology (preset, calibration, overridden figures), world-size lists, and recomm
 (kernels priced, the lines ranked). Kept out of the CLI, which holds no logic."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from longca.errors import LongcaError
 from longca.given import parse_params
@@ -21,8 +22,8 @@ def int_list(text: str, what: str) -> list[int]:
         raise LongcaError(f"malformed {what} {text!r}; expected numbers separated by commas, e.g. 8,16,32") from None
 
 
-def pricing_from(inner: str, topology: str, gpus_per_node: Optional[int], calibration: Optional[Path],
-                 figures: Optional[Sequence[str]], results: Optional[Sequence[Path]], fit: Optional[Path]):
+def pricing_from(inner: str, topology: str, gpus_per_node: int | None, calibration: Path | None,
+                 figures: Sequence[str] | None, results: Sequence[Path] | None, fit: Path | None):
     """The inner kernel's pricing on a topology preset, calibrated (comm-bench file) and with figures overridden."""
     from .simulate import default_pricing
     from .topology import preset
@@ -48,18 +49,18 @@ class Asked:
     head_dim: int = 128
     dtype: str = "bfloat16"
     batch: int = 1
-    kernels: Optional[str] = None  # comma-separated; default: every inner kernel with a fit
+    kernels: str | None = None  # comma-separated; default: every inner kernel with a fit
     strategy: str = "all"
     sampler: str = "auto"
-    sampler_param: Optional[Sequence[str]] = None
+    sampler_param: Sequence[str] | None = None
     samples: int = 3
     topology: str = "h100-sxm"
-    calibration: Optional[Path] = None
-    figures: Optional[Sequence[str]] = None
-    results: Optional[Sequence[Path]] = None
+    calibration: Path | None = None
+    figures: Sequence[str] | None = None
+    results: Sequence[Path] | None = None
 
 
-def recommendations(asked: Asked, registry: Optional[Registry] = None) -> tuple[list[Any], Any]:
+def recommendations(asked: Asked, registry: Registry | None = None) -> tuple[list[Any], Any]:
     """The ranked lines (`recommend.recommend`) and the topology they were priced on."""
     from longca_cp.request import strategy_names
 

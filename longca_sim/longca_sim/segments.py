@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
-
 from longca.errors import LongcaError
 from longca.masks import slices as sl
 
@@ -54,7 +53,7 @@ def read_segment_rows(folder: Path) -> tuple[list[dict[str, Any]], dict[str, Any
     return rows, crops
 
 
-def segment_rows(folder: Path, kernel: Optional[str] = None) -> list[dict[str, Any]]:
+def segment_rows(folder: Path, kernel: str | None = None) -> list[dict[str, Any]]:
     """ok rows of a benchmark folder as dicts with `slices`, `q_len`, `k_len` added (for fitting)."""
     rows, crops = read_segment_rows(folder)
     out = []

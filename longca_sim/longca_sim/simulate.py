@@ -19,10 +19,9 @@ simulated on a common clock from a synchronised start; a rank's time is when it 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
-
 from longca.errors import LongcaError, UnsupportedError
 from longca.flops import attention_flops
 from longca.plugins import Registry, get_registry
@@ -30,8 +29,9 @@ from longca.problem import Problem, build_mask
 from longca.results import ResultRow, new_row
 from longca.timing import L2_FLUSH_BYTES
 from longca_cp.accounting import balance_of, median_balance, rank_totals, schedule_of
-from .costmodel import KernelFit, kernel_fit, table_features, tflops
 from longca_cp.schedule import ELEMENT_BYTES, GatherSchedule, RankCalls, RingSchedule, Schedule
+
+from .costmodel import KernelFit, kernel_fit, table_features, tflops
 from .topology import Topology
 
 # the float32 lse merge of one call (`merge.merge_`), per output element, as the bytes whose time at the
@@ -62,7 +62,7 @@ class Pricing:
     bwd: KernelFit
     topology: Topology
     calibrated: bool = False
-    call_overhead_ms: Optional[dict[str, float]] = None
+    call_overhead_ms: dict[str, float] | None = None
     merge_bytes: int = MERGE_BYTES
 
 
@@ -114,10 +114,10 @@ def _ring_backward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, 
     """As the forward, plus each block's dK/dV sum sent after its step and waited for after the next."""
     s = start.copy()
     w, windows = sched.window, sched.windows
-    outer_sum: Optional[np.ndarray] = None
+    outer_sum: np.ndarray | None = None
     for o in range(windows):
         posted_outer = s.copy()
-        sent: Optional[np.ndarray] = None
+        sent: np.ndarray | None = None
         for t in range(w):
             d = s + c[:, o * w + t]
             if sent is not None:
@@ -259,7 +259,7 @@ def harness_memory(sched: Schedule, direction: str) -> int:
 
 
 def simulate_mask(problem: Problem, mask, options: dict[str, Any], pricing: Pricing,
-                  registry: Optional[Registry] = None) -> dict[str, Any]:
+                  registry: Registry | None = None) -> dict[str, Any]:
     """Figures of one mask draw: per-phase critical and mean times, compute, balance."""
     return simulate_schedule(schedule_of(problem, mask, options, registry), mask.area, pricing)
 
@@ -312,7 +312,7 @@ def simulate_schedule_all(sched: Schedule, area: float, pricings: list[Pricing])
 
 
 def pricing_for(kernel: str, fits, topology: Topology, calibrated: bool = False,
-                call_overhead_ms: Optional[dict[str, float]] = None, merge_bytes: int = MERGE_BYTES) -> Pricing:
+                call_overhead_ms: dict[str, float] | None = None, merge_bytes: int = MERGE_BYTES) -> Pricing:
     return Pricing(kernel_fit(fits, kernel, "fwd"), kernel_fit(fits, kernel, "bwd"), topology, calibrated,
                    call_overhead_ms, merge_bytes)
 
@@ -329,7 +329,7 @@ def default_pricing(kernel: str, topology: Topology, fit_path=None, results=None
 
 
 def simulate(problem: Problem, options: dict[str, Any], pricing: Pricing, samples: int = 1,
-             registry: Optional[Registry] = None) -> ResultRow:
+             registry: Registry | None = None) -> ResultRow:
     """A simulated result row (`simulated: true`) for `problem.direction`, with every figure in `sim`.
 
     `ms_median` is the mean rank time and `tflops` TFLOP/s per GPU from it, as in measured CP
@@ -355,14 +355,14 @@ def simulate(problem: Problem, options: dict[str, Any], pricing: Pricing, sample
                            "comm": "calibrated" if pricing.calibrated else f"preset {pricing.topology.name}",
                            "gpus_per_node": pricing.topology.gpus_per_node, "fit_kernel": pricing.fwd.kernel}
     for phase in ("fwd", "bwd"):
-        figures: dict[str, Any] = {key: med(lambda r, k=key: r[phase][k])
+        figures: dict[str, Any] = {key: med(lambda r, k=key, ph=phase: r[ph][k])
                                    for key in ("ms_max", "ms_mean", "compute_ms", "exposed_ms", "wait_data_ms",
                                                "wait_ranks_ms")}
         figures["critical_rank"] = int(results[0][phase]["critical_rank"])
         figures["peak_mem_bytes"] = int(results[0][phase]["peak_mem_bytes"])
         # as measured rows: the median over draws of each draw's own FLOPs / time
-        figures["tflops"] = med(lambda r: tflops(per_gpu(r, phase), r[phase]["ms_mean"]))
-        figures["tflops_slowest"] = med(lambda r: tflops(per_gpu(r, phase), r[phase]["ms_max"]))
+        figures["tflops"] = med(lambda r, ph=phase: tflops(per_gpu(r, ph), r[ph]["ms_mean"]))
+        figures["tflops_slowest"] = med(lambda r, ph=phase: tflops(per_gpu(r, ph), r[ph]["ms_max"]))
         sim[phase] = figures
     total = lambda r, key: sum(r[p][key] for p in phases)  # noqa: E731
     for name, value in dict(area=area, flops=flops, ms_median=med(lambda r: total(r, "ms_mean")),
@@ -380,7 +380,7 @@ def check_world(world: int) -> None:
 
 
 def resolve_for(problem: Problem, options: dict[str, Any], gpus_per_node: int,
-                registry: Optional[Registry] = None) -> dict[str, Any]:
+                registry: Registry | None = None) -> dict[str, Any]:
     """The strategy's options as a torchrun launch on nodes of `gpus_per_node` would resolve them.
 
     The defaults of USP and LoongTrain keep the all-to-all on one node through LOCAL_WORLD_SIZE.
@@ -411,16 +411,16 @@ class Grid:
     heads_q: int
     heads_kv: int
     head_dim: int = 128
-    seqlen: Optional[int] = None  # global; or
-    seqlen_per_rank: Optional[int] = None
+    seqlen: int | None = None  # global; or
+    seqlen_per_rank: int | None = None
     dtype: str = "bfloat16"
     direction: str = "fwdbwd"
     sampler: str = "auto"
     seed: int = 0
     batch: int = 1
     samples: int = 3
-    options: Optional[dict[str, Any]] = None
-    sampler_params: Optional[dict[str, Any]] = None
+    options: dict[str, Any] | None = None
+    sampler_params: dict[str, Any] | None = None
 
     def problems(self) -> list[Problem]:
         out = []
@@ -436,7 +436,7 @@ class Grid:
         return out
 
 
-def simulate_grid(grid: Grid, pricing: Pricing, registry: Optional[Registry] = None) -> list[ResultRow]:
+def simulate_grid(grid: Grid, pricing: Pricing, registry: Registry | None = None) -> list[ResultRow]:
     """One simulated row per (world size, strategy); options each strategy declares are passed to it."""
     registry = registry or get_registry()
     rows = []

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from longca.errors import LongcaError
 from longca_cp.schedule import COLLECTIVES, CommOp
@@ -76,7 +76,7 @@ class Topology:
         bandwidth = min(self.intra[op.kind].bandwidth_gbs, link.bandwidth_gbs * on_node)
         return Link(bandwidth, link.latency_us).ms(share)
 
-    def with_calibration(self, path: Path) -> "Topology":
+    def with_calibration(self, path: Path) -> Topology:
         """Figures measured by `longca comm-bench` replace the preset's where present."""
         try:
             doc = json.loads(Path(path).read_text())
@@ -91,7 +91,7 @@ class Topology:
         sources = {**self.sources, "calibration": f"{path} ({doc.get('machine', 'unknown machine')})"}
         return replace(self, intra=intra, inter=inter, sources=sources)
 
-    def override(self, gpus_per_node: Optional[int] = None, figures: Optional[dict[str, float]] = None) -> "Topology":
+    def override(self, gpus_per_node: int | None = None, figures: dict[str, float] | None = None) -> Topology:
         """Hand-set figures: `intra.p2p.bandwidth_gbs=300`, `inter.all_to_all.latency_us=30`, `hbm_gbs=...`."""
         topo = replace(self, gpus_per_node=gpus_per_node) if gpus_per_node else self
         for key, value in (figures or {}).items():

@@ -5,9 +5,8 @@ import json
 
 import numpy as np
 import pytest
-
-from longca_sim.costmodel import NAMES, _select_fit, load_fits, slice_features
 from longca.masks import slices as sl
+from longca_sim.costmodel import NAMES, _select_fit, load_fits, slice_features
 
 
 def test_diagonal_row_blocks_count_only_slices_that_cross_a_diagonal():
@@ -47,4 +46,4 @@ def test_a_fit_file_without_the_diagonal_term_still_loads(tmp_path):
     old, _ = load_fits(path)
     assert old["fa2"]["fwd"].diagonal_ms == 0.0
     assert old["fa2"]["fwd"].price(np.ones((1, len(NAMES)))).shape == (1,)
-    assert fits["fa2"]["fwd"].diagonal_ms == pytest.approx(fits["fa2"]["fwd"].coef[-1])
+    assert fits["fa2"]["fwd"].diagonal_ms == pytest.approx(fits["fa2"]["fwd"].coef[NAMES.index("diagonal_ms")])

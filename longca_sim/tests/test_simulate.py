@@ -6,14 +6,13 @@ import subprocess
 import sys
 
 import pytest
-from typer.testing import CliRunner
-
-from longca_sim.costmodel import load_fits, pair_table, table_features
-from longca_cp.schedule import CommOp
-from longca_sim.simulate import Grid, default_pricing, resolve_for, simulate, simulate_grid
-from longca_sim.topology import preset
 from longca.problem import Problem, build_mask
 from longca_cli.main import app
+from longca_cp.schedule import CommOp
+from longca_sim.costmodel import load_fits, pair_table, table_features
+from longca_sim.simulate import Grid, default_pricing, resolve_for, simulate, simulate_grid
+from longca_sim.topology import preset
+from typer.testing import CliRunner
 
 
 class _Done:
@@ -89,7 +88,7 @@ def test_recommend_ranks_marks_ties_and_refusals():
     lines = json.loads(out.stdout)
     ok = [ln for ln in lines if ln["status"] == "ok"]
     assert [ln["rank"] for ln in ok] == list(range(1, len(ok) + 1))
-    assert all(a["step_ms"] <= b["step_ms"] for a, b in zip(ok, ok[1:]))
+    assert all(a["step_ms"] <= b["step_ms"] for a, b in zip(ok, ok[1:], strict=False))
     assert {ln["strategy"] for ln in ok} == {"ulysses", "ring-p2p", "ring-allgather", "usp", "loongtrain"}
     for ln in ok[1:]:
         assert ln["near_tie_with_best"] == (ln["step_ms"] <= ok[0]["step_ms"] * (1 + max(
@@ -115,9 +114,9 @@ def test_comm_bench_writes_a_calibration_the_simulator_reads(tmp_path):
 
 
 def test_what_dist_run_holds_besides_the_strategy():
+    from longca.timing import L2_FLUSH_BYTES
     from longca_cp.accounting import schedule_of
     from longca_sim.simulate import harness_memory
-    from longca.timing import L2_FLUSH_BYTES
 
     token = 128 * 2  # d128, bf16, per head
     for strategy, options, views in (("ulysses", {}, True), ("ring-p2p", {"layout": "zigzag"}, False)):
