@@ -80,6 +80,18 @@ def table_features(table: CallTable, heads: int) -> np.ndarray:
                             np.add.reduceat(tokens, first) * heads])
 
 
+def call_shapes(table: CallTable) -> np.ndarray:
+    """(calls, 3): shortest and longest query run of a slice (a varlen segment) and the slice count of every
+    call of a table: what `KernelFit.inside` checks against the measured rows' ranges."""
+    if not len(table):
+        return np.zeros((0, 3))
+    s = sl.as_array(table.slices)
+    lq = (s[:, 1] - s[:, 0]).astype(float)
+    first = table.start[:-1]
+    return np.column_stack([np.minimum.reduceat(lq, first), np.maximum.reduceat(lq, first),
+                            np.diff(table.start).astype(float)])
+
+
 @dataclass
 class KernelFit:
     """The fitted coefficients of one kernel and direction, and how well they fit."""
@@ -99,6 +111,10 @@ class KernelFit:
     # leave-one-out median |error| % over the fitted rows with and without the diagonal term (which was kept)
     selection: dict[str, Any] = field(default_factory=dict)
     token_ms: float = 0.0  # cost per head query-plus-key row of a slice (short-segment rows fit it)
+    # shortest and longest segment (query rows of a slice) and fewest and most segments of a call in the fitted
+    # rows; empty in fit files written before them (then only the work is checked)
+    segment_len_range: tuple[float, ...] = ()
+    segment_count_range: tuple[float, ...] = ()
 
     @property
     def coef(self) -> np.ndarray:
@@ -108,10 +124,15 @@ class KernelFit:
         """Milliseconds of each call (features from `table_features`)."""
         return features @ self.coef
 
-    def inside(self, features: np.ndarray) -> np.ndarray:
-        """Calls whose work lies in the measured range."""
+    def inside(self, features: np.ndarray, shapes: np.ndarray | None = None) -> np.ndarray:
+        """Calls inside measured data: their work within the fitted rows' range (x 0.5 to x 1.5) and, given
+        their `call_shapes`, every segment's length and their segment count within the fitted rows' ranges."""
         lo, hi = self.work_range
-        return (features[:, 2] >= lo * 0.5) & (features[:, 2] <= hi * 1.5)
+        ok = (features[:, 2] >= lo * 0.5) & (features[:, 2] <= hi * 1.5)
+        if shapes is not None and self.segment_len_range and self.segment_count_range:
+            (len_lo, len_hi), (n_lo, n_hi) = self.segment_len_range, self.segment_count_range
+            ok &= (shapes[:, 0] >= len_lo) & (shapes[:, 1] <= len_hi) & (shapes[:, 2] >= n_lo) & (shapes[:, 2] <= n_hi)
+        return ok
 
 
 def _nonneg_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -183,6 +204,16 @@ def _segment_fit(x: np.ndarray, t: np.ndarray, short: np.ndarray) -> tuple[np.nd
     return (joint if chosen == "joint" else stacked), selection
 
 
+def _shape_ranges(items: list, short: np.ndarray) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(shortest, longest segment), (fewest, most segments a call) that count as measured. The shortest
+    segment and the most segments come from the short-segment rows where the kernel has them (the rows that
+    time calls of many short segments one by one); a dense-sweep row's documents are mixed lengths in one
+    call, so without segment rows they come from the dense rows."""
+    shapes = [r["_shape"] for _, _, r in items]
+    pick = [s for s, is_short in zip(shapes, short, strict=True) if is_short] or shapes
+    return ((min(s[0] for s in pick), max(s[1] for s in shapes)), (1.0, max(s[3] for s in pick)))
+
+
 def row_features(row: dict[str, Any], registry=None) -> np.ndarray:
     """The mean features of the single call a one-GPU row made, over its mask draws."""
     from longca.problem import Problem, build_mask
@@ -190,11 +221,14 @@ def row_features(row: dict[str, Any], registry=None) -> np.ndarray:
     problem = Problem(kernel=row["kernel"], mask=row["mask"], seqlen=row["seqlen"], heads_q=row["heads_q"],
                       heads_kv=row["heads_kv"], head_dim=row["head_dim"], sampler=row.get("sampler") or "auto",
                       seed=row.get("seed") or 0, mask_params=row.get("mask_params") or {})
-    feats = []
+    feats, shapes = [], []
     for sample in range(max(1, row.get("samples") or 1)):
         mask = build_mask(problem, sample, registry)
         table = pair_table(mask.static_slices(), [(0, problem.seqlen)], [(0, problem.seqlen)])
         feats.append(table_features(table, problem.heads_q).sum(axis=0))
+        shapes.append(call_shapes(table)[0])
+    row["_shape"] = [min(s[0] for s in shapes), max(s[1] for s in shapes), min(s[2] for s in shapes),
+                     max(s[2] for s in shapes)]
     return np.mean(feats, axis=0)
 
 
@@ -204,7 +238,9 @@ def segment_items(rows: Iterable[dict[str, Any]]) -> list[tuple[str, str, np.nda
     out = []
     for row in rows:
         table = pair_table(row["slices"], [(0, row["q_len"])], [(0, row["k_len"])])
-        meta = {"mask": f"segments:{row.get('kind')}", "seqlen": row["q_len"], "id": row.get("id")}
+        shape = call_shapes(table)[0]
+        meta = {"mask": f"segments:{row.get('kind')}", "seqlen": row["q_len"], "id": row.get("id"),
+                "_shape": [shape[0], shape[1], shape[2], shape[2]]}
         out.append((row["kernel"], row["direction"], table_features(table, row["heads_q"]).sum(axis=0),
                     float(row["ms_median"]), meta))
     return out
@@ -241,7 +277,7 @@ def fit_rows(rows: Iterable[dict[str, Any]], registry=None,
         fits.setdefault(kernel, {})[direction] = KernelFit(
             kernel, direction, launch_ms, row_ms, tile_ms, segment_ms, len(items), float(np.median(np.abs(err))),
             float(np.max(np.abs(err))), (float(x[:, 2].min()), float(x[:, 2].max())), residuals, diagonal_ms,
-            selection, token_ms)
+            selection, token_ms, *_shape_ranges(items, short))
     return fits
 
 
@@ -271,7 +307,10 @@ def load_fits(path: Path | None = None) -> tuple[dict[str, dict[str, KernelFit]]
     and the file's other fields (sources, the per-call overhead of CP steps)."""
     try:
         doc = json.loads(Path(path or FIT_PATH).read_text())
-        fits = {k: {d: KernelFit(**{**f, "work_range": tuple(f["work_range"])}) for d, f in by.items()}
+        fits = {k: {d: KernelFit(**{**f, "work_range": tuple(f["work_range"]),
+                                    "segment_len_range": tuple(f.get("segment_len_range", ())),
+                                    "segment_count_range": tuple(f.get("segment_count_range", ()))})
+                    for d, f in by.items()}
                 for k, by in doc["kernels"].items()}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise LongcaError(f"cannot read kernel fit {path or FIT_PATH}: {exc}") from None

@@ -31,7 +31,7 @@ from longca.timing import L2_FLUSH_BYTES
 from longca_cp.accounting import balance_of, median_balance, rank_totals, schedule_of
 from longca_cp.schedule import ELEMENT_BYTES, GatherSchedule, RankCalls, RingSchedule, Schedule
 
-from .costmodel import KernelFit, kernel_fit, table_features, tflops
+from .costmodel import KernelFit, call_shapes, kernel_fit, table_features, tflops
 from .topology import Topology
 
 # the float32 lse merge of one call (`merge.merge_`), per output element, as the bytes whose time at the
@@ -92,7 +92,9 @@ def _step_times(rc: RankCalls, pricing: Pricing, problem: Problem) -> tuple[np.n
     if not single and len(t):
         fwd[-1] += CAST_BYTES * local_rows * rc.heads_q * elem / hbm
     priced = kernel_f.sum() + kernel_b.sum()
-    inside = pricing.fwd.inside(feats)
+    if "shapes" not in rc.features:
+        rc.features["shapes"] = call_shapes(rc.table)
+    inside = pricing.fwd.inside(feats, rc.features["shapes"])
     share = float((kernel_f[inside].sum() + kernel_b[inside].sum()) / priced) if priced > 0 else 1.0
     return fwd, bwd, share
 

@@ -47,3 +47,19 @@ def test_a_fit_file_without_the_diagonal_term_still_loads(tmp_path):
     assert old["fa2"]["fwd"].diagonal_ms == 0.0
     assert old["fa2"]["fwd"].price(np.ones((1, len(NAMES)))).shape == (1,)
     assert fits["fa2"]["fwd"].diagonal_ms == pytest.approx(fits["fa2"]["fwd"].coef[NAMES.index("diagonal_ms")])
+
+
+def test_inside_checks_segment_lengths_and_counts():
+    """A call counts as measured only when its segments' lengths and count lie in the fitted rows' ranges."""
+    from dataclasses import replace
+
+    from longca_cp.calls import pair_table
+    from longca_sim.costmodel import call_shapes, table_features
+    from longca_sim.segments import segment_slices
+
+    fit = replace(load_fits()[0]["fa2"]["fwd"], work_range=(1.0, 1e15), segment_len_range=(8.0, 1024.0),
+                  segment_count_range=(1.0, 256.0))
+    for seg_len, count, expected in ((32, 16, True), (4, 16, False), (32, 1024, False)):
+        table = pair_table(segment_slices(seg_len, count, "causal"), [(0, seg_len * count)], [(0, seg_len * count)])
+        assert fit.inside(table_features(table, 64), call_shapes(table))[0] == expected
+    assert fit.inside(table_features(table, 64))[0]  # without shapes: the work alone
