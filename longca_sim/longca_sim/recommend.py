@@ -27,7 +27,7 @@ from longca.plugins import Registry, get_registry
 from longca.problem import Problem, build_mask
 from longca_cp.accounting import schedule_of
 
-from .simulate import Pricing, resolve_for, simulate_schedule_all
+from .simulate import Pricing, resolve_for, simulate_schedules_all
 from .topology import Topology
 
 BANDS_PATH = Path(__file__).resolve().parent / "data" / "validation_bands.json"
@@ -185,38 +185,58 @@ def recommend(setting: Setting, pricings: dict[str, Pricing | None], topology: T
     kernels = list(usable)
     flops = float(np.median([attention_flops(m.area, setting.heads_q, setting.head_dim, setting.batch, "fwdbwd")
                              for m in masks]))
+    prepared: list[tuple[str, dict[str, Any], Problem, dict[str, Any]]] = []
     for strategy in names:
         for given in variants(strategy, setting.gpus, setting.heads_q, topology.gpus_per_node, registry):
             problem = base.with_(strategy=strategy)
             try:
-                options = resolve_for(problem, given, topology.gpus_per_node, registry)
-                schedules = [schedule_of(problem.with_(strategy_options=options), m, options, registry) for m in masks]
+                prepared.append((strategy, given, problem,
+                                 resolve_for(problem, given, topology.gpus_per_node, registry)))
             except UnsupportedError as exc:
                 lines += [Line(k, strategy, given, "unsupported", str(exc)) for k in usable]
+    # one draw at a time, every variant's schedule of it priced together: ring schedules of one ring size and
+    # layout (LoongTrain's windows, USP's and LoongTrain's head degrees) share each position's calls and their
+    # features, every kernel priced in the same pass (one position's calls in memory)
+    priced = [usable[k] for k in kernels]
+    per_variant: list[list[list[dict[str, Any]]]] = [[] for _ in prepared]
+    refused: dict[int, str] = {}
+    for m in masks:
+        items, index = [], []
+        for v, (_, _, problem, options) in enumerate(prepared):
+            if v in refused:
                 continue
-            # one draw at a time, every kernel priced in one pass over its ranks (one rank's calls in memory)
-            priced = [usable[k] for k in kernels]
-            per_draw = [simulate_schedule_all(s, m.area, priced) for s, m in zip(schedules, masks, strict=True)]
-            del schedules
-            for j, kernel in enumerate(kernels):
-                sims = [d[j] for d in per_draw]
-                line = Line(kernel, strategy, options, error_pct=band["median_abs_err_pct"] if band else None,
-                            regime=regime, flags=list(sims[0]["flags"]))
-                line.fwd_ms = float(np.median([s["fwd"]["ms_max"] for s in sims]))
-                line.bwd_ms = float(np.median([s["bwd"]["ms_max"] for s in sims]))
-                line.wait = {f"{ph}_{k}": float(np.median([s[ph][f"wait_{k}_ms"] for s in sims]))
-                             for ph in ("fwd", "bwd") for k in ("data", "ranks")}
-                line.tflops = flops / setting.gpus / (line.step_ms * 1e-3) / 1e12
-                peak = max(s["bwd"]["peak_mem_bytes"] for s in sims)
-                line.peak_mem_gb = peak / 1e9
-                measured = _measured(rows, problem.with_(kernel=kernel), options)
-                if measured:
-                    line.basis, line.measured = "measured", measured
-                if peak > memory:
-                    line.status = "oom"
-                    line.reason = (f"modelled {peak / 1e9:.1f} GB per GPU (inputs and the strategy's buffers) exceeds "
-                                   f"{topology.memory_gb:.0f} GB")
-                lines.append(line)
+            try:
+                items.append((schedule_of(problem.with_(strategy_options=options), m, options, registry), m.area))
+                index.append(v)
+            except UnsupportedError as exc:
+                refused[v] = str(exc)
+        for v, sims in zip(index, simulate_schedules_all(items, priced), strict=True):
+            per_variant[v].append(sims)
+        del items
+    for v, (strategy, given, problem, options) in enumerate(prepared):
+        if v in refused:
+            lines += [Line(k, strategy, given, "unsupported", refused[v]) for k in usable]
+            continue
+        per_draw = per_variant[v]
+        for j, kernel in enumerate(kernels):
+            sims = [d[j] for d in per_draw]
+            line = Line(kernel, strategy, options, error_pct=band["median_abs_err_pct"] if band else None,
+                        regime=regime, flags=list(sims[0]["flags"]))
+            line.fwd_ms = float(np.median([s["fwd"]["ms_max"] for s in sims]))
+            line.bwd_ms = float(np.median([s["bwd"]["ms_max"] for s in sims]))
+            line.wait = {f"{ph}_{k}": float(np.median([s[ph][f"wait_{k}_ms"] for s in sims]))
+                         for ph in ("fwd", "bwd") for k in ("data", "ranks")}
+            line.tflops = flops / setting.gpus / (line.step_ms * 1e-3) / 1e12
+            peak = max(s["bwd"]["peak_mem_bytes"] for s in sims)
+            line.peak_mem_gb = peak / 1e9
+            measured = _measured(rows, problem.with_(kernel=kernel), options)
+            if measured:
+                line.basis, line.measured = "measured", measured
+            if peak > memory:
+                line.status = "oom"
+                line.reason = (f"modelled {peak / 1e9:.1f} GB per GPU (inputs and the strategy's buffers) exceeds "
+                               f"{topology.memory_gb:.0f} GB")
+            lines.append(line)
     ok = sorted((ln for ln in lines if ln.status == "ok"), key=lambda ln: ln.step_ms)
     for i, line in enumerate(ok, 1):
         line.rank = i

@@ -177,15 +177,38 @@ class _Pricer:
         self.pricings = pricings
 
     def ring(self, sched: RingSchedule) -> list[dict[str, Any]]:
-        problem = sched.problem
-        topo = self.pricings[0].topology
-        r, steps, n = sched.ring_size, sched.ring_size, len(self.pricings)
-        cf, cb = np.zeros((n, r, steps)), np.zeros((n, r, steps))
-        shares = np.zeros((n, r))
+        return self.rings([sched])[0]
+
+    def rings(self, scheds: list[RingSchedule]) -> list[list[dict[str, Any]]]:
+        """Several ring schedules of one mask draw, ring size and layout (their calls are the same; the step
+        order differs with the windows, the heads per rank with the head degree): each position's calls are
+        built and their features computed once, then priced for every schedule and kernel."""
+        first = scheds[0]
+        if any((s.ring_size, s.layout_kind, s.problem.seqlen) != (first.ring_size, first.layout_kind,
+                                                                    first.problem.seqlen)
+               or s.mask_slices is not first.mask_slices for s in scheds):
+            raise LongcaError("rings(): the schedules must share the mask draw, ring size and layout")
+        r, n = first.ring_size, len(self.pricings)
+        costs = [(np.zeros((n, r, r)), np.zeros((n, r, r)), np.zeros((n, r))) for _ in scheds]
         for position in range(r):
-            rc = sched.rank_calls(position * sched.head_degree)
-            for i, pricing in enumerate(self.pricings):
-                cf[i, position], cb[i, position], shares[i, position] = _step_times(rc, pricing, problem)
+            table, source = first.position_calls(position)
+            unit = table_features(table, 1)  # linear in the heads but for the launch column
+            shapes = call_shapes(table)
+            for sched, (cf, cb, shares) in zip(scheds, costs, strict=True):
+                rc = RankCalls(table, sched.step_of(position, source), sched.problem.heads_q // sched.head_degree,
+                               sched.problem.heads_kv * sched.kv_repeat // sched.head_degree, r)
+                feats = unit * rc.heads_q
+                feats[:, 0] = unit[:, 0]
+                rc.features.update(table=feats, shapes=shapes)
+                sched.totals[position * sched.head_degree] = (int(table.area.sum()), len(table), rc.heads_q)
+                for i, pricing in enumerate(self.pricings):
+                    cf[i, position], cb[i, position], shares[i, position] = _step_times(rc, pricing, sched.problem)
+        return [self._ring_times(s, *c) for s, c in zip(scheds, costs, strict=True)]
+
+    def _ring_times(self, sched: RingSchedule, cf: np.ndarray, cb: np.ndarray,
+                    shares: np.ndarray) -> list[dict[str, Any]]:
+        topo = self.pricings[0].topology
+        r, n = sched.ring_size, len(self.pricings)
         w = sched.window
         pos = np.arange(r)
         a, b_ = np.divmod(pos, w)
@@ -288,8 +311,28 @@ def flags_of(sched: Schedule, topology: Topology, peak_bytes: int) -> list[str]:
 
 def simulate_schedule_all(sched: Schedule, area: float, pricings: list[Pricing]) -> list[dict[str, Any]]:
     """The figures of one schedule for each pricing (inner kernels priced in one pass over the ranks)."""
+    return _figures(sched, area, pricings, sched.priced_by(_Pricer(pricings)))
+
+
+def simulate_schedules_all(items: list[tuple[Schedule, float]], pricings: list[Pricing]) -> list[list[dict[str, Any]]]:
+    """`simulate_schedule_all` of several (schedule, mask area) pairs: ring schedules of the same mask draw, ring
+    size and layout share one pass over their positions (each position's calls built and featured once)."""
+    pricer = _Pricer(pricings)
+    sims: dict[int, list[dict[str, Any]]] = {}
+    groups: dict[tuple, list[int]] = {}
+    for j, (sched, _) in enumerate(items):
+        if isinstance(sched, RingSchedule):
+            groups.setdefault((id(sched.mask_slices), sched.ring_size, sched.layout_kind), []).append(j)
+        else:
+            sims[j] = sched.priced_by(pricer)
+    for index in groups.values():
+        for j, sim in zip(index, pricer.rings([items[j][0] for j in index]), strict=True):  # type: ignore[misc]
+            sims[j] = sim
+    return [_figures(sched, area, pricings, sims[j]) for j, (sched, area) in enumerate(items)]
+
+
+def _figures(sched: Schedule, area: float, pricings: list[Pricing], sims: list[dict[str, Any]]) -> list[dict[str, Any]]:
     problem = sched.problem
-    sims = sched.priced_by(_Pricer(pricings))
     balance = balance_of(rank_totals(sched))
     peaks = {phase: sched.peak_memory(phase) for phase in ("fwd", "bwd")}
     flags = flags_of(sched, pricings[0].topology, max(peaks.values()))

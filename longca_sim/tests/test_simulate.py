@@ -152,3 +152,30 @@ def test_flags_and_waiting_split():
     problem = _problem("ring-allgather", 8, per_rank=256 * 1024, direction="fwdbwd")
     big = simulate(problem, resolve_for(problem, {}, 8), pricing)
     assert any(fl.startswith("over memory") for fl in big["sim"]["flags"])
+
+
+def test_schedules_sharing_calls_price_as_alone():
+    """Ring schedules of one draw, ring size and layout priced together give what each gives alone."""
+    from longca_cp.accounting import schedule_of
+    from longca_sim.simulate import default_pricing, resolve_for, simulate_schedule_all, simulate_schedules_all
+    from longca_sim.topology import preset
+
+    base = Problem(kernel="fa2", mask="causal_document", seqlen=16 * 2048, heads_q=64, heads_kv=8, head_dim=128,
+                   direction="fwdbwd", device="cuda", sampler="magi", world_size=16)
+    mask = build_mask(base, 0)
+    pricings = [default_pricing(k, preset("h200-sxm")) for k in ("fa2", "fa3")]
+    items = []
+    for strategy, given in (("loongtrain", {"head_degree": 2, "windows": 2, "layout": "doc_zigzag"}),
+                            ("loongtrain", {"head_degree": 2, "windows": 4, "layout": "doc_zigzag"}),
+                            ("usp", {"ulysses_degree": 2, "layout": "doc_zigzag"}),
+                            ("ring-p2p", {"layout": "zigzag"}), ("ring-allgather", {"layout": "zigzag"})):
+        problem = base.with_(strategy=strategy)
+        options = resolve_for(problem, given, 8)
+        items.append((lambda p=problem, o=options: schedule_of(p.with_(strategy_options=o), mask, o), mask.area))
+    together = simulate_schedules_all([(make(), area) for make, area in items], pricings)
+    for (make, area), got in zip(items, together, strict=True):
+        alone = simulate_schedule_all(make(), area, pricings)
+        for a, b in zip(alone, got, strict=True):
+            for phase in ("fwd", "bwd"):
+                assert b[phase]["ms_max"] == pytest.approx(a[phase]["ms_max"], rel=1e-12)
+            assert b["balance"] == a["balance"]
