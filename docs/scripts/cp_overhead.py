@@ -14,6 +14,7 @@ usage: python docs/scripts/cp_overhead.py INNER OUTPUT [--device cuda] [--seqlen
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from pathlib import Path
 
@@ -23,10 +24,8 @@ from longca_cli.main import app
 
 def _cli(args: list[str]) -> None:
     print("$ longca " + " ".join(args), flush=True)
-    try:
+    with contextlib.suppress(SystemExit):
         app(args, standalone_mode=False)
-    except SystemExit:
-        pass
 
 
 def main() -> None:

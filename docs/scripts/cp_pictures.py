@@ -17,12 +17,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-
+from longca.masks import slices as sl  # noqa: E402
+from longca.problem import Problem, build_mask  # noqa: E402
 from longca_cp.calls import pair_calls  # noqa: E402
 from longca_cp.layout import contiguous, zigzag  # noqa: E402
 from longca_cp.schedule import RingSchedule  # noqa: E402
-from longca.masks import slices as sl  # noqa: E402
-from longca.problem import Problem, build_mask  # noqa: E402
 
 COLORS = plt.get_cmap("tab10").colors
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +133,31 @@ class KernelFit:
             (len_lo, len_hi), (n_lo, n_hi) = self.segment_len_range, self.segment_count_range
             ok &= (shapes[:, 0] >= len_lo) & (shapes[:, 1] <= len_hi) & (shapes[:, 2] >= n_lo) & (shapes[:, 2] <= n_hi)
         return ok
+
+
+# Declared, not measured: inner-kernel speeds of GPUs longca has no rows of, as the H200 fit (H200 = H100
+# compute, NVIDIA datasheets) with its work terms (per row block, per tile, per diagonal block) divided by a
+# published single-GPU ratio of that GPU to the H100 at one shape; the per-call floor, the per-segment and
+# the per-token terms are kept as measured on the H200 (an assumption: nothing published measures them).
+DECLARED_SPEEDS: dict[str, dict[str, Any]] = {
+    "b200": {
+        "fwd": 1534.8 / 662.8, "bwd": 1247.5 / 574.9,
+        "source": "B200: FlashAttention-4 forward 1534.8 and backward (1 CTA) 1247.5 TFLOP/s, non-causal, hd 128, "
+                  "seqlen 8192, batch 4, MHA 16:16 (Dao-AILab/flash-attention PR #2280); H100: FA3 full-mask 662.8 "
+                  "forward and 574.9 backward TFLOP/s at 8K, GQA 64:8, hd 128 (SandAI-org/MagiAttention commit "
+                  "2d9d89c6, assets/magi_attn/exp/kernel/attn_with_full_mask/*/flops_report.csv). The shapes differ "
+                  "(heads, batch); the published B200 CP baselines ran cuDNN, which FlashAttention-4's paper "
+                  "(arXiv 2603.05451) reports up to 1.3x slower than FA4: both make the declared speed an upper bound"},
+}
+
+
+def declared_fit(fit: KernelFit, gpu: str) -> KernelFit:
+    """`fit` priced at the declared speed of another GPU (`DECLARED_SPEEDS`)."""
+    if gpu not in DECLARED_SPEEDS:
+        raise LongcaError(f"no declared kernel speed for {gpu!r}; known: {', '.join(DECLARED_SPEEDS)}")
+    ratio = float(DECLARED_SPEEDS[gpu][fit.direction])
+    return replace(fit, row_ms=fit.row_ms / ratio, tile_ms=fit.tile_ms / ratio, diagonal_ms=fit.diagonal_ms / ratio,
+                   kernel=f"{fit.kernel}@{gpu}")
 
 
 def _nonneg_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:

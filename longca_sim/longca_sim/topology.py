@@ -126,6 +126,16 @@ _SOURCES = {"nvlink": "NVLink 4, 900 GB/s per GPU both ways (NVIDIA H100/H200 SX
                       "80 % of 450 GB/s taken as bus bandwidth (70 % for all-to-all): an assumption",
             "infiniband": "one 400 Gb/s NIC per GPU (ConnectX-7, DGX H100/H200); 85 % of 50 GB/s taken: an assumption",
             "latency": "10 us per collective, 8 us per send/recv inside a node, 25 us across: assumptions"}
+_NVLINK5 = 900.0  # GB/s each way, NVLink 5 (1.8 TB/s per GPU both ways: DGX B200 user guide)
+_B200_SOURCES = {
+    "gpus_per_node": "8 B200 GPUs per DGX B200 (docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html)",
+    "nvlink": "NVLink 5, 1.8 TB/s per GPU both ways, 18 links (DGX B200 user guide: 2 NVSwitches, 14.4 TB/s aggregate "
+              "= 8 x 1.8 TB/s); 80 % of 900 GB/s taken as bus bandwidth (70 % for all-to-all): an assumption",
+    "infiniband": "one 400 Gb/s NIC per GPU (8 x ConnectX-7, InfiniBand NDR, DGX B200 user guide); 85 % of 50 GB/s "
+                  "taken: an assumption. The published B200 runs do not state their network",
+    "latency": "10 us per collective, 8 us per send/recv inside a node, 25 us across: assumptions (as h100-sxm)",
+    "hbm": "8 TB/s HBM3e per GPU (DGX B200: 64 TB/s for 8 GPUs, nvidia.com/en-us/data-center/dgx-b200), 80 % taken",
+    "memory": "180 GB per GPU (DGX B200: 1,440 GB HBM3e for 8 GPUs, nvidia.com/en-us/data-center/dgx-b200)"}
 PRESETS = {
     "h100-sxm": Topology("h100-sxm", 8, _links(0.8 * _NVLINK, 0.7 * _NVLINK, 10, 8),
                          _links(0.85 * _IB, 0.85 * _IB, 25, 25), 3350 * 0.8, 80,
@@ -133,6 +143,8 @@ PRESETS = {
     "h200-sxm": Topology("h200-sxm", 8, _links(0.8 * _NVLINK, 0.7 * _NVLINK, 10, 8),
                          _links(0.85 * _IB, 0.85 * _IB, 25, 25), 4800 * 0.8, 141,
                          {**_SOURCES, "hbm": "4.8 TB/s HBM3e (H200 SXM datasheet), 80 % taken", "memory": "141 GB"}),
+    "b200": Topology("b200", 8, _links(0.8 * _NVLINK5, 0.7 * _NVLINK5, 10, 8),
+                     _links(0.85 * _IB, 0.85 * _IB, 25, 25), 8000 * 0.8, 180, _B200_SOURCES),
 }
 
 

@@ -63,3 +63,17 @@ def test_inside_checks_segment_lengths_and_counts():
         table = pair_table(segment_slices(seg_len, count, "causal"), [(0, seg_len * count)], [(0, seg_len * count)])
         assert fit.inside(table_features(table, 64), call_shapes(table))[0] == expected
     assert fit.inside(table_features(table, 64))[0]  # without shapes: the work alone
+
+
+def test_b200_preset_and_declared_speed_name_their_sources():
+    from longca_sim.costmodel import DECLARED_SPEEDS, declared_fit
+    from longca_sim.topology import preset
+
+    topo = preset("b200")
+    assert {"gpus_per_node", "nvlink", "infiniband", "latency", "hbm", "memory"} <= set(topo.sources)
+    assert (topo.gpus_per_node, topo.memory_gb) == (8, 180)
+    fit = load_fits()[0]["fa3"]["bwd"]
+    fast = declared_fit(fit, "b200")
+    assert fast.tile_ms == pytest.approx(fit.tile_ms / DECLARED_SPEEDS["b200"]["bwd"])
+    assert (fast.launch_ms, fast.segment_ms) == (fit.launch_ms, fit.segment_ms)  # the per-call floor as measured
+    assert "PR #2280" in DECLARED_SPEEDS["b200"]["source"]
