@@ -45,6 +45,7 @@ STRATEGY = {"Ulysses": ["ulysses"], "Ring-AllGather": ["ring-allgather"], "USP":
 WORLDS = (8, 16, 32, 64)
 STRATEGIES = ["ulysses", "ring-p2p", "ring-allgather", "usp", "loongtrain"]
 BEGIN, END = "<!-- validation-summary:begin -->", "<!-- validation-summary:end -->"
+FIT_BEGIN, FIT_END = "<!-- kernel-fit:begin -->", "<!-- kernel-fit:end -->"
 
 
 def pct(a: float, b: float) -> float:
@@ -310,6 +311,25 @@ def summary_block(own: dict[str, Any], pubs: dict[str, dict[str, Any]], band_lis
     return "\n".join(lines)
 
 
+def fit_block() -> str:
+    """The shipped kernel fit: rows, error over its own rows, and how the short-segment rows entered it."""
+    fits, meta = load_fits()
+    proxies = meta.get("segment_proxies", {})
+    lines = [FIT_BEGIN, "", "| kernel | dir | rows | median / max abs error | short-segment rows | shortest segment, "
+             "most segments counted as measured |", "|---|---|---|---|---|---|"]
+    for kernel, by in fits.items():
+        for direction, fit in by.items():
+            how = fit.selection.get("segment_model")
+            seg = (f"{how}" + (f" ({proxies[kernel].split(' (')[0]})" if kernel in proxies else "")) if how else "none"
+            lo, n_hi = (fit.segment_len_range or (float("nan"),))[0], (fit.segment_count_range or (0, float("nan")))[1]
+            lines.append(f"| {kernel} | {direction} | {fit.rows} | {fit.median_err_pct:.1f} % / "
+                         f"{fit.max_err_pct:.1f} % | {seg} | {lo:.0f} tokens, {n_hi:.0f} |")
+    overhead = meta.get("call_overhead_ms", {})
+    lines += ["", f"Per-call overhead of CP steps (fitted on {overhead.get('rows', 0)} full/causal two-GPU rows): "
+              f"{overhead.get('fwd', 0):.3f} ms forward, {overhead.get('bwd', 0):.3f} ms backward.", "", FIT_END]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few rows and cells (CI); no doc check")
@@ -337,17 +357,22 @@ def main() -> None:
     summary = {"own": own_summary, "published": pub_summary, "bands": band_list, "seconds": round(time.time() - start)}
     (out_dir / "validation.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "bands"}, indent=1, default=str))
+    print(block)
+    print(fit_block())
     if args.quick:
         return
     BANDS.write_text(json.dumps({"source": "docs/scripts/cp_validate.py", "regimes": band_list}, indent=1) + "\n")
     text = DOC.read_text()
-    if BEGIN not in text or END not in text:
-        print(f"cp_validate: {DOC} has no summary block ({BEGIN} ... {END})", file=sys.stderr)
-        sys.exit(1)
-    current = text[text.index(BEGIN):text.index(END) + len(END)]
+    blocks = {(BEGIN, END): block, (FIT_BEGIN, FIT_END): fit_block()}
+    new = text
+    for (begin, end), wanted in blocks.items():
+        if begin not in new or end not in new:
+            print(f"cp_validate: {DOC} has no generated block ({begin} ... {end})", file=sys.stderr)
+            sys.exit(1)
+        new = new.replace(new[new.index(begin):new.index(end) + len(end)], wanted)
     if args.write_doc:
-        DOC.write_text(text.replace(current, block))
-    elif current != block:
+        DOC.write_text(new)
+    elif new != text:
         print(f"cp_validate: the numbers in {DOC.relative_to(ROOT)} differ from what this computes "
               f"(see {out_dir / 'validation-summary.md'}; --write-doc puts them in)", file=sys.stderr)
         sys.exit(1)
