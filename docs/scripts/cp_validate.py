@@ -31,7 +31,7 @@ import numpy as np
 from longca.problem import build_mask
 from longca_cp.accounting import schedule_of
 from longca_sim.calibrate import OVERHEAD_MASKS, call_overhead_misses, fit_call_overhead, row_problem, simulate_row
-from longca_sim.costmodel import DECLARED_SPEEDS, declared_fit, load_fits, pair_table, read_rows, table_features
+from longca_sim.costmodel import DECLARED_SPEEDS, load_fits, pair_table, read_rows, table_features
 from longca_sim.simulate import MERGE_BYTES_MEASURED_ROWS, Grid, Pricing, default_pricing, harness_memory, simulate_grid
 from longca_sim.topology import preset
 
@@ -184,9 +184,10 @@ def read_setting(path: Path) -> dict[str, Any]:
 
 def simulate_cells(cells: list[dict], setting: dict[str, Any], samples: int) -> dict:
     pricing = default_pricing(setting["inner"], preset(setting["topology"]))
-    if setting.get("speed"):  # a GPU longca has no rows of: the declared kernel speed (costmodel.DECLARED_SPEEDS)
-        pricing.fwd, pricing.bwd = declared_fit(pricing.fwd, setting["speed"]), declared_fit(pricing.bwd,
-                                                                                            setting["speed"])
+    # a GPU longca has no rows of: its preset prices the kernel at the declared speed (costmodel.DECLARED_SPEEDS)
+    if setting.get("speed") and pricing.fwd.kernel != f"{setting['inner']}@{setting['speed']}":
+        raise SystemExit(f"cp_validate: topology {setting['topology']} does not give the declared {setting['speed']} "
+                         f"speed its anchors name")
     sims: dict = {}
     wanted = {(c["mask"], c["world"], s) for c in cells for s in STRATEGY[c["strategy"]]}
     for mask, world, strategy in sorted(wanted):

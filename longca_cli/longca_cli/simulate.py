@@ -92,7 +92,8 @@ def simulate(
         render.listing([r.model_dump() for r in rows], "json", [])
         return
     topo = pricing.topology
-    typer.echo(f"simulated: inner {inner} priced from measured rows (fit median error fwd "
+    declared = " at a declared speed (docs/cp-simulator.md)" if "@" in pricing.fwd.kernel else ""
+    typer.echo(f"simulated: inner {inner} priced from measured rows{declared} (fit median error fwd "
                f"{pricing.fwd.median_err_pct:.1f} %, bwd {pricing.bwd.median_err_pct:.1f} %); comm {topo.name}, "
                f"{topo.gpus_per_node} GPUs per node{' + calibration' if pricing.calibrated else ''}")
     typer.echo(render.table([display(r) for r in rows], COLUMNS))

@@ -31,7 +31,7 @@ from longca.timing import L2_FLUSH_BYTES
 from longca_cp.accounting import balance_of, median_balance, rank_totals, schedule_of
 from longca_cp.schedule import ELEMENT_BYTES, GatherSchedule, RankCalls, RingSchedule, Schedule
 
-from .costmodel import KernelFit, call_shapes, kernel_fit, table_features, tflops
+from .costmodel import DECLARED_SPEEDS, KernelFit, call_shapes, declared_fit, kernel_fit, table_features, tflops
 from .topology import Topology
 
 # the float32 lse merge of one call (`merge.merge_`), per output element, as the bytes whose time at the
@@ -358,8 +358,12 @@ def _figures(sched: Schedule, area: float, pricings: list[Pricing], sims: list[d
 
 def pricing_for(kernel: str, fits, topology: Topology, calibrated: bool = False,
                 call_overhead_ms: dict[str, float] | None = None, merge_bytes: int = MERGE_BYTES) -> Pricing:
-    return Pricing(kernel_fit(fits, kernel, "fwd"), kernel_fit(fits, kernel, "bwd"), topology, calibrated,
-                   call_overhead_ms, merge_bytes)
+    """The kernel's fits on `topology`; on a GPU longca has no rows of (`DECLARED_SPEEDS`, e.g. the `b200`
+    preset) at its declared speed, the fit's kernel then named `kernel@gpu`."""
+    fwd, bwd = kernel_fit(fits, kernel, "fwd"), kernel_fit(fits, kernel, "bwd")
+    if topology.name in DECLARED_SPEEDS:
+        fwd, bwd = declared_fit(fwd, topology.name), declared_fit(bwd, topology.name)
+    return Pricing(fwd, bwd, topology, calibrated, call_overhead_ms, merge_bytes)
 
 
 def default_pricing(kernel: str, topology: Topology, fit_path=None, results=None, calibrated: bool = False) -> Pricing:
