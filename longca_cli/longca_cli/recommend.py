@@ -49,7 +49,7 @@ def recommend(
     sampler: str = opt.Sampler,
     sampler_param: Optional[List[str]] = opt.SamplerParam,
     samples: int = typer.Option(3, help="mask draws for document masks"),
-    topology: str = typer.Option("h100-sxm", help="h100-sxm, h200-sxm or b200"),
+    topology: str = typer.Option("h100-sxm", help="h100-sxm or h200-sxm"),
     calibration: Optional[Path] = typer.Option(None, help="calibration file written by longca comm-bench"),
     figure: Optional[List[str]] = typer.Option(None, "--set", help="topology figure, e.g. inter.p2p.bandwidth_gbs=40"),
     results: Optional[List[Path]] = typer.Option(None, "--results",

@@ -53,7 +53,7 @@ def simulate(
     seed: int = typer.Option(0),
     samples: int = typer.Option(3, help="mask draws for document masks (median reported)"),
     option: Optional[List[str]] = typer.Option(None, "--option", help="strategy option, e.g. ulysses_degree=8"),
-    topology: str = typer.Option("h200-sxm", help="h100-sxm, h200-sxm or b200"),
+    topology: str = typer.Option("h200-sxm", help="h100-sxm or h200-sxm"),
     gpus_per_node: Optional[int] = typer.Option(None, help="GPUs per node (default: the preset's 8)"),
     calibration: Optional[Path] = typer.Option(None, help="calibration file written by longca comm-bench"),
     figure: Optional[List[str]] = typer.Option(None, "--set", help="topology figure, e.g. inter.p2p.bandwidth_gbs=40"),
