@@ -36,7 +36,11 @@ def torch_reason() -> Optional[str]:
     try:
         if ffa.ensure_flash_available():
             return None
-        return ffa._flash_attention_unavailable_message()  # noqa: SLF001 - torch's reason, verbatim
+        message = getattr(ffa, "_flash_attention_unavailable_message", None)  # torch >= 2.12 words it
+        if message is not None:
+            return message()  # torch's reason, verbatim
+        return (f"torch {torch.__version__}'s FLASH backend for flex_attention is unavailable: "
+                f"flash-attn-4 (flash_attn.cute) is not importable (pip install 'longca-plugin-flex-fa4[cu13]')")
     except Exception as exc:  # noqa: BLE001 - a broken flash-attn-4 install must not stop listing
         return f"flash-attn-4 failed to import: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
