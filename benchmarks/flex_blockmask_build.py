@@ -15,9 +15,9 @@ import statistics
 import time
 
 import torch
+
 from longca.problem import Problem, build_mask
 from longca.sizes import parse_size
-
 from longca_plugin_flex.blockmask import block_mask_from_slices, flashmask_mask_mod
 
 MASKS = ("causal", "causal_document", "sliding_window", "share_question", "prefix_lm_document",

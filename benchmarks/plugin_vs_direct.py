@@ -33,15 +33,16 @@ import math
 import statistics
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import numpy as np
 import torch
 
-from longca.measure import make_step, seeded_dout, unsupported_reason
 from longca.flops import attention_flops
 from longca.masks.catalog import STATIC_MASKS
+from longca.measure import make_step, seeded_dout, unsupported_reason
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.sizes import parse_heads, parse_size
@@ -99,7 +100,7 @@ def user_mask_mod(mask, device) -> Callable:
 _FLEX: dict[str, Any] = {}
 
 
-def flex_direct(mask, q, k, v, kernel_options: Optional[dict] = None) -> Direct:
+def flex_direct(mask, q, k, v, kernel_options: dict | None = None) -> Direct:
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     key = "flash" if kernel_options else "triton"
@@ -122,7 +123,7 @@ def flex_direct(mask, q, k, v, kernel_options: Optional[dict] = None) -> Direct:
 # ---------------------------------------------------------------- FlashAttention-style libraries
 
 
-def _window(mask) -> Optional[tuple[bool, int, int]]:
+def _window(mask) -> tuple[bool, int, int] | None:
     """(causal, left, right) for masks that are one FlashAttention call; None otherwise."""
     w = mask.params.get("window")
     return {"full": (False, -1, -1), "causal": (True, -1, 0), "full_document": (False, -1, -1),
@@ -282,7 +283,7 @@ def cudnn_direct(mask, q, k, v) -> Direct:
     return Attention.apply
 
 
-def direct_refusal(kernel: str, mask) -> Optional[str]:
+def direct_refusal(kernel: str, mask) -> str | None:
     """Why this script has no direct call of `kernel` for `mask` (decided before any tensor is made), or None."""
     one_call = _window(mask) is not None
     if kernel in ("flex", "flex-fa4"):

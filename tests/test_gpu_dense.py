@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from longca import reference
 from longca.measure import RunOptions, rel_err, run_problem
 from longca.plugins import get_registry

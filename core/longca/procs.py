@@ -13,7 +13,8 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 PRELOAD = ("torch", "torch.distributed", "longca.measure", "longca.plugins")
 _PR_SET_PDEATHSIG = 1
@@ -49,7 +50,7 @@ def start(process: Any) -> None:
         spawn.get_preparation_data = original
 
 
-def become_worker(parent_pid: int, environ: Optional[dict[str, str]] = None) -> None:
+def become_worker(parent_pid: int, environ: dict[str, str] | None = None) -> None:
     """First thing a worker does: die with its parent, lead a process group, take the parent's environment.
 
     `parent_pid` is the supervisor's pid: when it is gone already (killed while this process
@@ -83,7 +84,7 @@ def _release_fork_server() -> None:
         fd = getattr(forkserver._forkserver, "_forkserver_alive_fd", None)  # noqa: SLF001 - no public way
         if fd is not None:
             os.close(fd)
-            setattr(forkserver._forkserver, "_forkserver_alive_fd", None)  # noqa: SLF001
+            setattr(forkserver._forkserver, "_forkserver_alive_fd", None)  # noqa: B010, SLF001 - private, absent from the stubs
     except (ImportError, AttributeError, OSError):
         pass
 
@@ -132,7 +133,7 @@ def kill_tree(process: Any) -> None:
         pass
 
 
-def exit_description(exitcode: Optional[int]) -> str:
+def exit_description(exitcode: int | None) -> str:
     """'signal SIGSEGV' or 'exit code 3'."""
     if exitcode is None:
         return "no exit code"

@@ -8,7 +8,8 @@ the time inside the top-level torch ops). A row records its mode (`timing`)."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch

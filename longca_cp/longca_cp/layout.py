@@ -20,8 +20,8 @@ by a sequence-level zigzag of their own, so every rank still holds S / R tokens.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import numpy as np
 import torch
@@ -182,7 +182,7 @@ def doc_zigzag(seqlen: int, parts: int, bounds: Sequence[int] | np.ndarray) -> L
 LAYOUTS = ("zigzag", "contiguous", "doc_zigzag")
 
 
-def make_layout(kind: str, seqlen: int, parts: int, mask_slices: Optional[np.ndarray] = None) -> Layout:
+def make_layout(kind: str, seqlen: int, parts: int, mask_slices: np.ndarray | None = None) -> Layout:
     """`zigzag`, `contiguous` or `doc_zigzag` (which needs the mask's slices to find its documents)."""
     if kind == "zigzag":
         return zigzag(seqlen, parts)

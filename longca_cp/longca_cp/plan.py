@@ -1,12 +1,14 @@
 """What every strategy's plan holds, the generic dispatch/undispatch, and strategy options."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
 from longca.errors import LongcaError
+
 from .comm import gather_seq
 from .inner import InnerKernel
 from .layout import Layout

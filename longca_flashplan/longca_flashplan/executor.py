@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import Protocol
 
 import numpy as np
 import torch
 
 from longca.autograd import lse_attention
 from longca.lru import SlicesCache
+
 from .plan import Plan, WindowCheck, any_window, make_plan
 
 
@@ -33,8 +34,8 @@ class CallArgs:
     left: int
     right: int
     scale: float = 1.0
-    cu_q: Optional[torch.Tensor] = None  # int32 (n+1,), varlen only
-    cu_k: Optional[torch.Tensor] = None
+    cu_q: torch.Tensor | None = None  # int32 (n+1,), varlen only
+    cu_k: torch.Tensor | None = None
     max_q: int = 0
     max_k: int = 0
 
@@ -151,7 +152,7 @@ class ExecPlan:
         self.calls = [ExecCall(c, batch, plan.seqlen_q, plan.seqlen_k, scale, device) for c in plan.calls]
 
     @property
-    def single(self) -> Optional[ExecCall]:
+    def single(self) -> ExecCall | None:
         """The one call that is the whole attention, if the plan is just that."""
         if len(self.calls) == 1 and self.calls[0].full_coverage(self.plan.seqlen_q, self.plan.seqlen_k):
             return self.calls[0]
@@ -229,13 +230,13 @@ def run_backward(adapter: Adapter, ex: ExecPlan, dout, q, k, v, out, lse):
     return tuple(g.to(x.dtype) for g, x in zip(grads, (q, k, v)))
 
 
-def plan_attention(q, k, v, adapter: "Adapter", ex: "ExecPlan") -> torch.Tensor:
+def plan_attention(q, k, v, adapter: Adapter, ex: ExecPlan) -> torch.Tensor:
     """`run_forward` with autograd through `run_backward`."""
     return lse_attention(lambda q_, k_, v_: run_forward(adapter, ex, q_, k_, v_),
                          lambda dout, *rest: run_backward(adapter, ex, dout.contiguous(), *rest), q, k, v)
 
 
-def resolve_scale(q, scale: Optional[float]) -> float:
+def resolve_scale(q, scale: float | None) -> float:
     return scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
 
 
@@ -257,14 +258,14 @@ def lse_primitives(adapter_factory):
     """`forward_lse` / `backward_lse` (the KernelSpec primitives) over an adapter."""
     cache = PlanCache()
 
-    def forward_lse(q, k, v, slices, softmax_scale: Optional[float] = None):
+    def forward_lse(q, k, v, slices, softmax_scale: float | None = None):
         adapter = adapter_factory()
         ex = cache.get(adapter, slices, q.shape[1], k.shape[1], q.shape[0], resolve_scale(q, softmax_scale), q.device)
         with torch.no_grad():
             out, lse = run_forward(adapter, ex, q, k, v)
         return out, lse.contiguous()
 
-    def backward_lse(dout, q, k, v, out, lse, slices, softmax_scale: Optional[float] = None):
+    def backward_lse(dout, q, k, v, out, lse, slices, softmax_scale: float | None = None):
         adapter = adapter_factory()
         ex = cache.get(adapter, slices, q.shape[1], k.shape[1], q.shape[0], resolve_scale(q, softmax_scale), q.device)
         with torch.no_grad():

@@ -4,12 +4,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from longca_flashplan.emulated import EmulatedFlash
+
 from longca import reference
 from longca.masks.catalog import STATIC_MASKS
 from longca.problem import Problem, build_mask
 from longca.testing.compare import assert_close
-
+from longca_flashplan.emulated import EmulatedFlash
 from longca_flashplan.executor import ExecPlan, lse_primitives, plan_attention
 from longca_flashplan.plan import PlanError, full_or_square_causal, make_plan
 

@@ -19,7 +19,7 @@ cropping (needed by context parallelism and blocking) stays exact.
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 

@@ -7,24 +7,23 @@ slices' local coordinates, one of them with an explicit softmax_scale.
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import numpy as np
 import torch
 
 from .. import reference
-from ..measure import rel_err
 from ..masks.mask import Mask
+from ..measure import rel_err
 from ..specs import KernelSpec
 
 
-def windows(seqlen: int) -> list[tuple[tuple[int, int], tuple[int, int], Optional[float]]]:
+def windows(seqlen: int) -> list[tuple[tuple[int, int], tuple[int, int], float | None]]:
     """(q range, k range, softmax_scale) pieces: whole, ring block, all-gather rows (scale 0.1)."""
     half = seqlen // 2
     return [((0, seqlen), (0, seqlen), None), ((half, seqlen), (0, half), None), ((half, seqlen), (0, seqlen), 0.1)]
 
 
-def _lse_error(lse: torch.Tensor, ref: torch.Tensor, tolerance: float) -> Optional[str]:
+def _lse_error(lse: torch.Tensor, ref: torch.Tensor, tolerance: float) -> str | None:
     """Why lse differs from the reference's (shape, dtype, -inf rows, values), or None."""
     if tuple(lse.shape) != tuple(ref.shape):
         return f"lse has shape {tuple(lse.shape)}, expected (batch, heads_q, seqlen_q) = {tuple(ref.shape)}"

@@ -20,7 +20,8 @@ import os
 import sys
 import time
 import types
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -131,7 +132,7 @@ def check(spec: KernelSpec, problem: Problem, registry: Registry, describe: Call
                              f"reference by {err:.3g} > {tolerance:g}")
 
 
-def refusal(spec: KernelSpec, problem: Problem) -> Optional[str]:
+def refusal(spec: KernelSpec, problem: Problem) -> str | None:
     """supports()' answer, where the case cannot run (the mask cases report a raising supports())."""
     try:
         return spec.supports(problem) if spec.supports else None

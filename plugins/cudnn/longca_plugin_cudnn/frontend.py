@@ -25,12 +25,19 @@ import importlib.util
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 import torch
-from longca.plugin import (CallArgs, FlashPrepared, flash_plan_for, gpu_reason, lse_primitives, make_prepare_run,
-                          resolve_scale)
+
+from longca.plugin import (
+    CallArgs,
+    FlashPrepared,
+    flash_plan_for,
+    gpu_reason,
+    lse_primitives,
+    make_prepare_run,
+    resolve_scale,
+)
 
 from .graphs import CudnnGraphs, GraphSpec, packed_strides
 
@@ -57,8 +64,8 @@ def chosen() -> str:
     return "frontend" if frontend_installed() else "torch"
 
 
-@functools.lru_cache(maxsize=None)
-def frontend_reason() -> Optional[str]:
+@functools.cache
+def frontend_reason() -> str | None:
     """Why the frontend path cannot run in this process (imports `cudnn`: never call it at listing)."""
     reason = gpu_reason()
     if reason:
@@ -76,7 +83,7 @@ def frontend_reason() -> Optional[str]:
     return cudnn_version_reason(version)
 
 
-def cudnn_version_reason(version: int) -> Optional[str]:
+def cudnn_version_reason(version: int) -> str | None:
     """Why this cuDNN (cudnn.backend_version(), e.g. 91900) cannot run the frontend path, or None."""
     if version < MIN_CUDNN:
         return f"the cuDNN frontend path needs cuDNN >= 9.6 (GQA with ragged offsets); this process loads {version}"
@@ -109,14 +116,14 @@ def band_ok(len_q: int, len_k: int, left: int, right: int) -> bool:
     return (left, right) == (-1, -1) or len_q <= len_k
 
 
-def cudnn_bounds(left: int, right: int) -> tuple[Optional[int], Optional[int]]:
+def cudnn_bounds(left: int, right: int) -> tuple[int | None, int | None]:
     """FlashAttention's (left, right) as cuDNN's (diagonal_band_left_bound, diagonal_band_right_bound)."""
     if left < -1 or right < -1:
         raise ValueError(f"window ({left}, {right}) has no cuDNN diagonal band")
     return (None if left < 0 else left + 1), (None if right < 0 else right)
 
 
-def band_settings(left: int, right: int, square: bool) -> tuple[bool, Optional[int], Optional[int]]:
+def band_settings(left: int, right: int, square: bool) -> tuple[bool, int | None, int | None]:
     """(top_left, left_bound, right_bound): TOP_LEFT alignment where it equals bottom-right."""
     left_bound, right_bound = cudnn_bounds(left, right)
     return square or (left_bound is None and right_bound is None), left_bound, right_bound

@@ -8,11 +8,25 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from longca import plugin
-from longca.plugin import (CallArgs, Problem, STATIC_MASKS, assert_close, compare_primitives, get_registry,
-                          lse_primitives, make_inputs, plan_reason, problem_mask, reference_attention,
-                          reference_backward_lse, reference_forward_lse, rel_err, window_slices)
 
+from longca import plugin
+from longca.plugin import (
+    STATIC_MASKS,
+    CallArgs,
+    Problem,
+    assert_close,
+    compare_primitives,
+    get_registry,
+    lse_primitives,
+    make_inputs,
+    plan_reason,
+    problem_mask,
+    reference_attention,
+    reference_backward_lse,
+    reference_forward_lse,
+    rel_err,
+    window_slices,
+)
 from longca_plugin_cudnn import frontend, hooks
 from longca_plugin_cudnn.emulated import EmulatedGraphs, band_mask
 from longca_plugin_cudnn.frontend import FrontendAdapter, Ragged, RaggedLayout, band_ok, band_settings, cudnn_bounds

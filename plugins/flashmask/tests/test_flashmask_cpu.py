@@ -14,9 +14,17 @@ import torch
 
 pytest.importorskip("triton")
 
-from longca.plugin import reference_attention, reference_backward_lse, reference_forward_lse, rel_err  # noqa: E402
 from longca import plugin  # noqa: E402
-from longca.plugin import Problem, STATIC_MASKS, assert_close, problem_mask  # noqa: E402
+from longca.plugin import (  # noqa: E402  # noqa: E402
+    STATIC_MASKS,
+    Problem,
+    assert_close,
+    problem_mask,
+    reference_attention,
+    reference_backward_lse,
+    reference_forward_lse,
+    rel_err,
+)
 from longca_plugin_flashmask import hooks  # noqa: E402
 from longca_plugin_flashmask.attention import attention, backward_lse, forward_lse  # noqa: E402
 from longca_plugin_flashmask.plan import FULL, SKIP, classify, make_plan  # noqa: E402

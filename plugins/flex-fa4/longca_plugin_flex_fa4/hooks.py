@@ -16,9 +16,8 @@ kernel). What refuses a case, and where:
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
+
 from longca.plugin import hookimpl, installed_version
 from longca_plugin_flex.kernel import FlexKernel
 
@@ -27,7 +26,7 @@ KERNEL = FlexKernel(KERNEL_OPTIONS)
 CAPABILITIES = (9, 10)  # Hopper, Blackwell: the architectures flash-attn-4's CuTe kernels are written for
 
 
-def torch_reason() -> Optional[str]:
+def torch_reason() -> str | None:
     """Why this torch cannot lower flex_attention to FLASH, in torch's own words, or None."""
     try:
         from torch._inductor.kernel.flex import flex_flash_attention as ffa
@@ -45,7 +44,7 @@ def torch_reason() -> Optional[str]:
         return f"flash-attn-4 failed to import: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
-def available() -> Optional[str]:
+def available() -> str | None:
     if torch.version.cuda is None:
         return f"needs a CUDA GPU; torch {torch.__version__} is a CPU-only build"
     if not torch.cuda.is_available():
@@ -56,7 +55,7 @@ def available() -> Optional[str]:
     return torch_reason()
 
 
-def supports(problem) -> Optional[str]:
+def supports(problem) -> str | None:
     """flash-attn-4's own head-dim check for this GPU (its assertion message), where it can be asked."""
     if problem.device_type != "cuda" or available() is not None:
         return None  # the capability checks say why first

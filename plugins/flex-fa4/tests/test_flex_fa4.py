@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from longca.plugin import Problem, RunOptions, STATIC_MASKS, get_registry, run_problem
 
+from longca.plugin import STATIC_MASKS, Problem, RunOptions, get_registry, run_problem
 from longca_plugin_flex_fa4 import hooks
 
 

@@ -9,10 +9,12 @@ is masked for rows in [UTS[k], UTE[k]) and [LTS[k], LTE[k]). The kernel evaluate
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
+
 from longca import plugin
 
 BLOCK = 128
@@ -46,8 +48,8 @@ def flashmask_mask_mod(slices: np.ndarray, seqlen_q: int, seqlen_k: int, device)
 class _Bound:
     """One per-key bound B[k] of the mask_mod: the comparisons `q < B[k]` and `q >= B[k]`."""
 
-    def __init__(self, const: Optional[int] = None, shift: Optional[tuple[int, Optional[int], Optional[int]]] = None,
-                 table: Optional[torch.Tensor] = None):
+    def __init__(self, const: int | None = None, shift: tuple[int, int | None, int | None] | None = None,
+                 table: torch.Tensor | None = None):
         self.const, self.shift, self.table = const, shift, table
 
     def below(self, q, kv, seqlen_q: int) -> Any:

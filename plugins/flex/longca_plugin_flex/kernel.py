@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Optional
+from typing import Any
 
 import torch
+
 from longca.plugin import ANY_STATIC, KernelSpec, SlicesCache, UnsupportedError, mask_mod_builder, natural_mask_mod
 
 from .blockmask import BLOCK, block_mask_from_slices
@@ -67,7 +68,7 @@ class BlockMaskCache:
 class FlexKernel:
     """prepare / run / lse primitives of flex_attention with fixed `kernel_options`."""
 
-    def __init__(self, kernel_options: Optional[dict[str, Any]] = None):
+    def __init__(self, kernel_options: dict[str, Any] | None = None):
         self.kernel_options = dict(kernel_options or {})
         self._compiled: dict[str, Any] = {}
         self.block_masks = BlockMaskCache()
@@ -115,13 +116,13 @@ class FlexKernel:
     def run(self, block_mask, q, k, v):
         return self.call(q, k, v, block_mask)
 
-    def forward_lse(self, q, k, v, slices, softmax_scale: Optional[float] = None):
+    def forward_lse(self, q, k, v, slices, softmax_scale: float | None = None):
         bm = self.block_masks.get(slices, q.shape[1], k.shape[1], q.device)
         with torch.no_grad():
             out, lse = self.call(q, k, v, bm, softmax_scale, lse=True)
         return out, lse.float()
 
-    def backward_lse(self, dout, q, k, v, out, lse, slices, softmax_scale: Optional[float] = None):
+    def backward_lse(self, dout, q, k, v, out, lse, slices, softmax_scale: float | None = None):
         """Gradients of the part of a split softmax that `slices` covers, given the merged out and lse.
 
         flex_attention has no backward that takes another out and lse, so this recomputes the local
@@ -173,7 +174,7 @@ def dlse_refusal(exc: BaseException) -> str:
     return text[start if start >= 0 else 0:][:200]
 
 
-def supports_mask(problem, mask) -> Optional[str]:
+def supports_mask(problem, mask) -> str | None:
     """A mask with no natural mask_mod falls back to FlashMask bounds: at most two masked row intervals per key."""
     if mask.slices is not None and mask_mod_builder(mask.name) is not None:
         return None

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from longca.plugin import Problem, RunOptions, STATIC_MASKS, problem_mask, run_problem
 
+from longca.plugin import STATIC_MASKS, Problem, RunOptions, problem_mask, run_problem
 from longca_plugin_flex.blockmask import block_mask_from_slices
 
 pytestmark = pytest.mark.numerics  # float results: CI runs these again under another ATEN_CPU_CAPABILITY
