@@ -177,10 +177,10 @@ def tune(registry: Registry, base: Problem, masks: list[str], mode: str,
         diffs: list[float] = []
         try:
             with configs.override(**cand, bwd_fused=configs.BWD_MODES[mode]):
-                for problem, ref in zip(problems, want):
+                for problem, ref in zip(problems, want, strict=True):
                     ms, grads = _time(spec, problem, warmup, repeat)
                     times.append(ms)
-                    diffs += [rel_err(g, r) for g, r in zip(grads, ref)]
+                    diffs += [rel_err(g, r) for g, r in zip(grads, ref, strict=False)]
                     del grads
         except Exception as exc:  # noqa: BLE001 - a setting that fails is skipped
             log.warning("%s failed: %s", cand, str(exc).splitlines()[0][:200])
@@ -282,7 +282,7 @@ def plot(rows, masks, seqlens, path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     labels = sorted({r["label"] for r in rows})
-    styles = dict(zip(labels, ("o-", "s--", "^-.", "d:")))
+    styles = dict(zip(labels, ("o-", "s--", "^-.", "d:"), strict=False))
     fig, axes = plt.subplots(2, len(masks), figsize=(3.2 * len(masks), 6), sharey="row", squeeze=False)
     for col, mask in enumerate(masks):
         for row_i, direction in enumerate(("fwd", "bwd")):

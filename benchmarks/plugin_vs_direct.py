@@ -502,7 +502,7 @@ def main() -> None:
             try:
                 row = measure(*case, args)
             except Exception as exc:  # noqa: BLE001 - one failed case is a row, the run goes on
-                row = dict(zip(("kernel", "mask", "seqlen", "direction"), case), status="error",
+                row = dict(zip(("kernel", "mask", "seqlen", "direction"), case, strict=False), status="error",
                            reason=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300])
                 traceback.print_exc()
             if args.device == "cuda":

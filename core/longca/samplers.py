@@ -31,7 +31,7 @@ def load_buckets(corpus: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     items = json.loads(text).items()
     bounds = [tuple(int(x) for x in key.strip("[)").split(",")) for key, _ in items]
     probs = np.array([p for _, p in items], dtype=np.float64)
-    lows, highs = (np.array(x, dtype=np.int64) for x in zip(*bounds))
+    lows, highs = (np.array(x, dtype=np.int64) for x in zip(*bounds, strict=False))
     return lows, highs, probs / probs.sum()
 
 

@@ -99,7 +99,7 @@ def _figure(panels: list[tuple[str, str]], ncols_masks: int) -> tuple[Any, dict[
 def _finish(fig: Any, title: str, path: Path, extra_handles: list | None = None) -> Path:
     handles: dict[str, Any] = {}
     for ax in fig.axes:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(lab, h)
     # kernels first, then the peak line and the kernel-alone marks
     order = sorted(handles, key=lambda lab: (lab.startswith(("matmul peak", "datasheet peak"))

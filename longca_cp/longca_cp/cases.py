@@ -65,7 +65,8 @@ def measure_cases(problems: list[Problem], run: RunOptions, backend: str, collec
             todo.append(i)
     if todo and under_torchrun():
         cases = [(asdict(problems[i]), options[i]) for i in todo]
-        for i, row in zip(todo, _measure_under_torchrun(cases, run, backend, device, collective_timeout_s)):
+        measured = _measure_under_torchrun(cases, run, backend, device, collective_timeout_s)
+        for i, row in zip(todo, measured, strict=False):
             done(i, as_row(row))
     elif todo:
         with RankGroup(world, backend, device, collective_timeout_s) as group:

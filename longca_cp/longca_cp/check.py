@@ -27,14 +27,14 @@ def outputs(spec, plan, problem: Problem, mask, q, k, v, dout: torch.Tensor | No
     got = {"out": spec.undispatch(out_l, plan)}
     if backward:
         grads = torch.autograd.grad(out_l, local, spec.dispatch(dout, plan))
-        got.update({f"d{n}": spec.undispatch(g, plan) for n, g in zip("qkv", grads)})
+        got.update({f"d{n}": spec.undispatch(g, plan) for n, g in zip("qkv", grads, strict=True)})
     if dist.get_rank(plan.group) != 0:
         return None
     ref_in = [t.detach().float().requires_grad_(backward) for t in (q, k, v)]
     ref = reference.attention(ref_in[0], ref_in[1], ref_in[2], mask)
     want = {"out": ref}
     if dout is not None:
-        want.update({f"d{n}": g for n, g in zip("qkv", torch.autograd.grad(ref, ref_in, dout.float()))})
+        want.update({f"d{n}": g for n, g in zip("qkv", torch.autograd.grad(ref, ref_in, dout.float()), strict=True)})
     return got, want
 
 

@@ -81,7 +81,7 @@ class Layout:
         if self.rank_major:
             return parts[0] if len(parts) == 1 else torch.cat(list(parts), dim)
         pieces: list[tuple[int, torch.Tensor]] = []
-        for rank_runs, part in zip(self.runs, parts):
+        for rank_runs, part in zip(self.runs, parts, strict=False):
             offset = 0
             for a, b in rank_runs:
                 pieces.append((a, part.narrow(dim, offset, b - a)))
@@ -161,7 +161,7 @@ def doc_zigzag(seqlen: int, parts: int, bounds: Sequence[int] | np.ndarray) -> L
     for r in range(parts):
         for j in (r, 2 * parts - 1 - r):
             a = starts + j * piece
-            runs[r] += [(int(x), int(y)) for x, y in zip(a[piece > 0], (a + piece)[piece > 0])]
+            runs[r] += [(int(x), int(y)) for x, y in zip(a[piece > 0], (a + piece)[piece > 0], strict=True)]
     # the leftover tokens of every document (its last L mod 2R), one after another, zigzagged over the ranks
     left0, left1 = starts + 2 * parts * piece, starts + lengths
     keep = left1 > left0

@@ -86,7 +86,7 @@ def test_calls_reassemble_the_mask_between_any_two_ranks(mask_name):
 
 def test_document_bounds_are_the_independent_blocks():
     docs = np.cumsum([0, 10, 3, 20, 31])
-    causal_docs = np.array([(a, b, a, b, sl.CAUSAL) for a, b in zip(docs[:-1], docs[1:])])
+    causal_docs = np.array([(a, b, a, b, sl.CAUSAL) for a, b in zip(docs[:-1], docs[1:], strict=True)])
     assert document_bounds(causal_docs, 64).tolist() == docs.tolist()
     assert document_bounds(np.array([(0, 64, 0, 64, sl.CAUSAL)]), 64).tolist() == [0, 64]
     # a block that sees an earlier one (share_question-like) joins it

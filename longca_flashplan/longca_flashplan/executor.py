@@ -213,7 +213,7 @@ def run_backward(adapter: Adapter, ex: ExecPlan, dout, q, k, v, out, lse):
     if single is not None:
         one = adapter.bwd(single.pack_q(dout), single.pack_q(q), single.pack_k(k), single.pack_k(v),
                           single.pack_q(out), single.pack_lse(lse_hbs), single.args)
-        return tuple(g.view(x.shape) for g, x in zip(one, (q, k, v)))
+        return tuple(g.view(x.shape) for g, x in zip(one, (q, k, v), strict=False))
     grads = [torch.zeros(x.shape, dtype=torch.float32, device=x.device) for x in (q, k, v)]
     for call in ex.calls:
         dq, dk, dv = adapter.bwd(call.pack_q(dout), call.pack_q(q), call.pack_k(k), call.pack_k(v),
@@ -227,7 +227,7 @@ def run_backward(adapter: Adapter, ex: ExecPlan, dout, q, k, v, out, lse):
             call.q_rows.add(grads[0].view(-1, *q.shape[2:]), dq)
             call.k_rows.add(grads[1].view(-1, *k.shape[2:]), dk)
             call.k_rows.add(grads[2].view(-1, *v.shape[2:]), dv)
-    return tuple(g.to(x.dtype) for g, x in zip(grads, (q, k, v)))
+    return tuple(g.to(x.dtype) for g, x in zip(grads, (q, k, v), strict=True))
 
 
 def plan_attention(q, k, v, adapter: Adapter, ex: ExecPlan) -> torch.Tensor:

@@ -58,7 +58,7 @@ def overlap(slices: np.ndarray) -> str | None:
     cuts = np.unique(np.concatenate([q0, q1]))
     by_start = np.argsort(q0, kind="stable")
     starts_sorted = q0[by_start]
-    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
         # slices whose rows cover the run [a, b): started at or before a, ending after a
         upto = by_start[: np.searchsorted(starts_sorted, a, side="right")]
         active = upto[q1[upto] > a]

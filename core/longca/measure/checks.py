@@ -56,7 +56,7 @@ def full_check(spec, problem: Problem, mask, prepared, q, k, v, dout: torch.Tens
         assert dout is not None  # made for every direction but fwd
         got = _grads(out, (q, k, v), dout)
         want = _grads(ref, (qf, kf, vf), dout.float())
-        errors.update({f"d{n}": rel_err(g, w) for n, g, w in zip("qkv", got, want)})
+        errors.update({f"d{n}": rel_err(g, w) for n, g, w in zip("qkv", got, want, strict=True)})
     return errors
 
 

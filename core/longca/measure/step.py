@@ -67,7 +67,7 @@ def check_tensor(what: str, got: Any, like: torch.Tensor) -> None:
 def check_grads(grads: Sequence[Any], inputs: Sequence[torch.Tensor]) -> None:
     if len(grads) != len(inputs):
         raise KernelFailure(f"wrong output layout: backward gave {len(grads)} gradients, expected {len(inputs)}")
-    for name, g, x in zip(("dq", "dk", "dv"), grads, inputs):
+    for name, g, x in zip(("dq", "dk", "dv"), grads, inputs, strict=False):
         check_tensor(name, g, x)
 
 

@@ -106,7 +106,7 @@ class SweepSpec(BaseModel):
         """The parameter dicts a mask runs with: `mask_params` under each point of its `mask_grid`."""
         base = dict(self.mask_params.get(mask, {}))
         axes = self.mask_grid.get(mask, {})
-        return [{**base, **dict(zip(axes, point))} for point in itertools.product(*axes.values())]
+        return [{**base, **dict(zip(axes, point, strict=True))} for point in itertools.product(*axes.values())]
 
 
 class SpecFile(BaseModel):

@@ -79,7 +79,7 @@ def compare_primitives(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: to
         except Exception as exc:  # noqa: BLE001
             failures.append(f"{where}: backward_lse raised {type(exc).__name__}: {exc}")
             continue
-        for name, g, w, like in zip(("dq", "dk", "dv"), got, want, (qs, ks, vs)):
+        for name, g, w, like in zip(("dq", "dk", "dv"), got, want, (qs, ks, vs), strict=False):
             err = rel_err(g, w)
             if tuple(g.shape) != tuple(like.shape):
                 failures.append(f"{where}: {name} has shape {tuple(g.shape)}, expected {tuple(like.shape)}")
@@ -93,11 +93,11 @@ def pieces(seqlen: int, n: int) -> list[tuple[int, int]]:
     weights = np.arange(1, n + 1)
     inner = [(int(c) | 1) for c in np.cumsum(weights)[:-1] * seqlen // weights.sum()]
     cuts = sorted({0, seqlen, *(c for c in inner if 0 < c < seqlen)})
-    return list(zip(cuts[:-1], cuts[1:]))
+    return list(zip(cuts[:-1], cuts[1:], strict=True))
 
 
 def _errors(got, want) -> dict[str, float]:
-    return {name: rel_err(g, w) for name, g, w in zip(("dq", "dk", "dv"), got, want)}
+    return {name: rel_err(g, w) for name, g, w in zip(("dq", "dk", "dv"), got, want, strict=False)}
 
 
 def compare_cp_pieces(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask,

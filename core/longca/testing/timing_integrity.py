@@ -105,7 +105,7 @@ def check(spec: KernelSpec, problem: Problem, registry: Registry, describe: Call
         measure.check_tensor("the output", outs[-1], q)
     except measure.KernelFailure as exc:
         raise AssertionError(f"{describe(problem)}: {exc}") from None
-    for i, (out, snap, (qi, ki, vi)) in enumerate(zip(outs, snaps, inputs)):
+    for i, (out, snap, (qi, ki, vi)) in enumerate(zip(outs, snaps, inputs, strict=True)):
         if not torch.equal(out.detach(), snap):
             raise AssertionError(f"{describe(problem)}: timed call {i + 1}'s output changed after the timer "
                                  f"stopped: work runs past the timed call (a thread, a side stream, a lazy "

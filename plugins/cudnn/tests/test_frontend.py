@@ -146,7 +146,7 @@ def test_emulated_frontend_matches_reference(mask):
     ref = reference_attention(q, k, v, m)
     want = torch.autograd.grad(ref, (q, k, v), dout)
     assert rel_err(out, ref) < 1e-5
-    for got, w in zip(grads, want):
+    for got, w in zip(grads, want, strict=False):
         assert rel_err(got, w) < 1e-5
 
 
@@ -208,7 +208,7 @@ def test_emulated_lse_primitives_on_random_crops(mask, params):
         assert_close(lse, want_lse, 1e-5, "lse")  # -inf rows must match exactly
         dout = torch.randn(out.shape, generator=gen)
         got = backward_lse(dout, q, k, v, want, want_lse, slices)
-        for g, w in zip(got, reference_backward_lse(dout, q, k, v, want, want_lse, slices)):
+        for g, w in zip(got, reference_backward_lse(dout, q, k, v, want, want_lse, slices), strict=False):
             assert rel_err(g, w) < 1e-5
 
 

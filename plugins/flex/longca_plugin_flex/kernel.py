@@ -142,7 +142,7 @@ class FlexKernel:
                     raise
                 raise UnsupportedError(f"backward_lse needs the gradient through flex_attention's lse, which this "
                                        f"backend refuses: {dlse_refusal(exc)}") from exc
-        return tuple(torch.zeros_like(x) if g is None else g for g, x in zip(grads, (q, k, v)))
+        return tuple(torch.zeros_like(x) if g is None else g for g, x in zip(grads, (q, k, v), strict=True))
 
     def split_softmax_grads_for(self, device: torch.device):
         """`split_softmax_grads`, compiled where flex is: eager, it makes about ten passes over fp32 copies

@@ -173,7 +173,7 @@ def test_split_softmax_grads_give_the_merged_attentions_gradient():
         g_q, g_k, g_v = torch.autograd.grad((out_l, lse_l), local, terms)
         dq += g_q
         dk[:, part], dv[:, part] = g_k, g_v
-    for got, ref in zip((dq, dk, dv), want):
+    for got, ref in zip((dq, dk, dv), want, strict=True):
         assert torch.allclose(got, ref, atol=1e-6), (got - ref).abs().max()  # the terms are computed in float32
 
 
