@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +91,11 @@ def _dtype(name: str):
     return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[name]
 
 
+def _product(a: Any, b: Any) -> Callable[[], Any]:
+    """The timed call of one matmul shape, bound to its own operands."""
+    return lambda: a @ b
+
+
 def measure(device: str, dtypes: Sequence[str] = ("bfloat16",), shapes: Sequence[int] | None = None,
             warm_seconds: float = 1.0, repeat: int = 50) -> dict[str, dict[str, Any]]:
     """Per dtype: {"tflops": best median TFLOP/s over the square shapes, "shape": [n, n, n]}.
@@ -114,7 +119,7 @@ def measure(device: str, dtypes: Sequence[str] = ("bfloat16",), shapes: Sequence
             synchronize(dev)
         for n in shapes:
             pair = (torch.randn(n, n, device=dev, dtype=dtype), torch.randn(n, n, device=dev, dtype=dtype))
-            median, _, _ = summarize(time_ms(lambda: pair[0] @ pair[1], dev, warmup=2, repeat=repeat))
+            median, _, _ = summarize(time_ms(_product(*pair), dev, warmup=2, repeat=repeat))
             tflops = 2 * n ** 3 / (median * 1e-3) / 1e12
             if best is None or tflops > best[0]:
                 best = (tflops, n)
