@@ -229,7 +229,7 @@ def _register(registry: Registry, pm: pluggy.PluginManager, plugin: PluginInfo, 
         plugin.hooks.append(hook_name)
         try:
             specs = [spec for result in caller() for spec in (result or [])]
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a failing hook is an error on its plugin, the registry still loads
             plugin.errors.append(f"{hook_name}() failed: {type(exc).__name__}: {exc}")
             continue
         for spec in specs:
@@ -306,7 +306,7 @@ def load_registry() -> Registry:
         except ImportGuarded as exc:
             info.errors.append(f"{UNAVAILABLE}{ep.value}: {exc}")
             continue
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a plugin that fails to import is an error on it, the others load
             info.errors.append(f"cannot import {ep.value}: {type(exc).__name__}: {exc}")
             log.debug("plugin %s failed to load", ep.name, exc_info=True)
             continue
@@ -338,6 +338,6 @@ def env_info(registry: Registry | None = None) -> dict[str, Any]:
         if hook is not None:
             try:
                 hook(info=info)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - a failing env-info hook is one field of the info, not a failed run
                 info[f"{name}_error"] = f"{type(exc).__name__}: {exc}"
     return info

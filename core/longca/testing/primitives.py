@@ -76,7 +76,7 @@ def compare_primitives(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: to
         assert backward_lse is not None  # checked above
         try:
             got = backward_lse(dout, qs, ks, vs, out, lse, np.ascontiguousarray(slices), scale)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - whatever the kernel under test raises is a failure message
             failures.append(f"{where}: backward_lse raised {type(exc).__name__}: {exc}")
             continue
         for name, g, w, like in zip(("dq", "dk", "dv"), got, want, (qs, ks, vs), strict=False):
@@ -137,7 +137,7 @@ def compare_cp_pieces(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: tor
             ks, vs = k[:, ka:kb].contiguous(), v[:, ka:kb].contiguous()
             try:
                 out, lse = forward_lse(qs, ks, vs, slices, None)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - whatever the kernel under test raises is a failure message
                 return [f"{where}: forward_lse raised {type(exc).__name__}: {exc} on rows {qa}:{qb} keys {ka}:{kb}"]
             merge_(out_acc, lse_acc, out, lse)
             calls.append((ka, kb, ks, vs, slices, out, lse))
@@ -151,7 +151,7 @@ def compare_cp_pieces(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: tor
         for ka, kb, ks, vs, slices, out, lse in calls:
             try:
                 dq, dk, dv = backward_lse(dos, qs, ks, vs, merged_out, lse_acc, slices, None)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - whatever the kernel under test raises is a failure message
                 return failures + [f"{where}: backward_lse raised {type(exc).__name__}: {exc}"]
             if len(calls) > 1:  # does it match the gradients of this piece alone (its own out and lse)?
                 own_out, own_lse = reference.forward_lse(qs.float(), ks.float(), vs.float(), slices)

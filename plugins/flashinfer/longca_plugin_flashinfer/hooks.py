@@ -37,7 +37,7 @@ def available() -> str | None:
                 f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'none'})")
     try:
         from flashinfer import sparse  # noqa: F401
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - flashinfer's import fails in many ways (JIT, CUDA); each is the reason
         text = str(exc).strip().splitlines()
         return f"flashinfer does not import ({type(exc).__name__}: {text[0] if text else ''})"
     return None

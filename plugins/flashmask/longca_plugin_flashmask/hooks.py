@@ -100,7 +100,7 @@ def backend() -> str:
         import triton
 
         version = triton.__version__
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a triton that fails to import in any way reads as missing
         version = "missing"
     mode = "interpreter" if interpreting() else "gpu"
     return f"longca_plugin_flashmask.triton (triton {version}, {mode}, backward {backward_mode()})"
@@ -152,5 +152,5 @@ def longca_env_info(info) -> None:
         import triton
 
         info["triton"] = triton.__version__
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a triton that fails to import in any way reads as missing
         info["triton"] = None

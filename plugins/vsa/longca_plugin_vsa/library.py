@@ -58,7 +58,7 @@ def _fastvideo(kind: str) -> tuple[Backend | None, str]:
         return Backend(package, kind, bsa.block_sparse_attn_triton, map_to_index), ""
     try:
         from fastvideo_kernel._C import fastvideo_kernel_ops as ops
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - a compiled extension fails to import in many ways; each is a reason
         import torch
 
         return None, (f"{package}: its CUDA extension does not load ({_first_line(exc)}); build fastvideo-kernel "
@@ -73,7 +73,7 @@ def _vsa(kind: str) -> tuple[Backend | None, str]:
     try:
         import vsa
         from vsa import block_sparse_wrapper as wrapper
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - a compiled extension fails to import in many ways; each is a reason
         why = f"{package} does not import ({_first_line(exc)})"
         if kind == "triton":
             why += ("; its __init__ loads the CUDA extension on sm90 before the Triton path, so use "
