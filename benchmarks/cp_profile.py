@@ -231,4 +231,4 @@ if __name__ == "__main__":
     try:
         main()
     except LongcaError as exc:  # an unknown kernel, strategy, mask or size: one line, not a traceback
-        raise SystemExit(f"cp_profile: {exc}")
+        raise SystemExit(f"cp_profile: {exc}") from None

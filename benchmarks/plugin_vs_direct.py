@@ -474,7 +474,8 @@ def main() -> None:
     parser.add_argument("--table", nargs="+", metavar="ROWS", help="only print the table of these rows.jsonl files")
     args = parser.parse_args()
     if args.table:
-        print(table([json.loads(line) for path in args.table for line in open(path) if line.strip()]))
+        print(table([json.loads(line) for path in args.table for line in Path(path).read_text().splitlines()
+                     if line.strip()]))
         return
     if not args.out:
         parser.error("--out is required")
@@ -487,7 +488,8 @@ def main() -> None:
              for seqlen in args.seqlens.split(",") for mask_name in args.masks.split(",")
              for direction in args.directions.split(",")]
     if args.resume and (out / "rows.jsonl").exists():
-        done = {(r["kernel"], r["mask"], r["seqlen"], r["direction"]) for r in map(json.loads, open(out / "rows.jsonl"))
+        done = {(r["kernel"], r["mask"], r["seqlen"], r["direction"])
+                for r in map(json.loads, (out / "rows.jsonl").read_text().splitlines())
                 if r["status"] in ("ok", "n/a", "unsupported")}
         cases = [case for case in cases if case not in done]
     start, rows = time.time(), []
@@ -514,7 +516,8 @@ def main() -> None:
             print(json.dumps({k: row.get(k) for k in ("kernel", "mask", "seqlen", "direction", "status", "ratio",
                                                        "plugin_tflops", "against_vs_direct", "wall_s")}), flush=True)
     print(table(rows))
-    (out / "table.md").write_text(table([json.loads(line) for line in open(out / "rows.jsonl") if line.strip()]) + "\n")
+    written = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines() if line.strip()]
+    (out / "table.md").write_text(table(written) + "\n")
 
 
 if __name__ == "__main__":

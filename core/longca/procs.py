@@ -6,6 +6,7 @@ and leads its own process group, so stopping it stops whatever it started too.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import multiprocessing
 import os
@@ -64,10 +65,8 @@ def become_worker(parent_pid: int, environ: dict[str, str] | None = None) -> Non
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         except (OSError, AttributeError):
             pass
-    try:
+    with contextlib.suppress(OSError):
         os.setpgid(0, 0)
-    except OSError:
-        pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
     _release_fork_server()
     if not _alive(parent_pid):
@@ -127,10 +126,8 @@ def kill_tree(process: Any) -> None:
                 kill()
             except (ProcessLookupError, PermissionError, OSError):
                 continue
-    try:
+    with contextlib.suppress(AssertionError, OSError):
         process.join(timeout=10)
-    except (AssertionError, OSError):
-        pass
 
 
 def exit_description(exitcode: int | None) -> str:

@@ -148,7 +148,7 @@ def compare_cp_pieces(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: tor
                             f"of the scaled scores, -inf on rows that see no key?)")
             continue
         merged_out = out_acc.to(q.dtype)
-        for ka, kb, ks, vs, slices, out, lse in calls:
+        for ka, kb, ks, vs, slices, _out, _lse in calls:
             try:
                 dq, dk, dv = backward_lse(dos, qs, ks, vs, merged_out, lse_acc, slices, None)
             except Exception as exc:  # noqa: BLE001 - whatever the kernel under test raises is a failure message
