@@ -9,21 +9,23 @@ Forward runs every call of the plan and writes (or, where calls share query rows
 lse) the results. Backward gives each call the *merged* output and lse, which is exactly what
 makes the per-call gradients of a split softmax add up to the true gradient (the ring-attention
 identity), then adds them up. This also gives the `forward_lse` / `backward_lse` primitives that
-context-parallel strategies use.
+context-parallel strategies use. torch is imported where a call runs, not with the module: the
+kernels built on it register without torch (issue 26).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import torch
 
-from longca.autograd import lse_attention
 from longca.lru import SlicesCache
 
 from .plan import Plan, WindowCheck, any_window, make_plan
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
 
 
 @dataclass
@@ -71,6 +73,8 @@ class _Rows:
         elif self.n and (np.diff(idx) == 1).all():
             self.kind, self.a, self.b, self.t = "range", int(idx[0]), int(idx[-1]) + 1, None
         else:
+            import torch
+
             self.kind, self.a, self.b = "index", 0, 0
             self.t = torch.from_numpy(idx.astype(np.int64)).to(device)
 
@@ -113,6 +117,8 @@ class ExecCall:
         ki = np.concatenate([np.arange(b.k0, b.k1) for b in call.bands])
         self.q_rows = _Rows(np.concatenate([qi + i * seqlen_q for i in range(batch)]), batch * seqlen_q, device)
         self.k_rows = _Rows(np.concatenate([ki + i * seqlen_k for i in range(batch)]), batch * seqlen_k, device)
+        import torch
+
         lq = np.tile([b.len_q for b in call.bands], batch)
         lk = np.tile([b.len_k for b in call.bands], batch)
         self.args.cu_q = torch.from_numpy(np.concatenate([[0], np.cumsum(lq)]).astype(np.int32)).to(device)
@@ -175,6 +181,8 @@ def _dense_rows(call: ExecCall, batch: int, seqlen: int, device) -> _Rows:
 
 def run_forward(adapter: Adapter, ex: ExecPlan, q, k, v) -> tuple[torch.Tensor, torch.Tensor]:
     """(out (B, S, H, Dv) in q's dtype, lse (B, H, S) float32, -inf on rows that see nothing)."""
+    import torch
+
     batch, seqlen, heads, _ = q.shape
     dv = v.shape[-1]
     n = batch * seqlen
@@ -207,6 +215,8 @@ def run_forward(adapter: Adapter, ex: ExecPlan, q, k, v) -> tuple[torch.Tensor, 
 
 def run_backward(adapter: Adapter, ex: ExecPlan, dout, q, k, v, out, lse):
     """(dq, dk, dv) from the merged out and lse (B, H, S) of `run_forward`."""
+    import torch
+
     batch, seqlen, heads, _ = q.shape
     lse_hbs = lse.permute(1, 0, 2)
     single = ex.single
@@ -232,6 +242,8 @@ def run_backward(adapter: Adapter, ex: ExecPlan, dout, q, k, v, out, lse):
 
 def plan_attention(q, k, v, adapter: Adapter, ex: ExecPlan) -> torch.Tensor:
     """`run_forward` with autograd through `run_backward`."""
+    from longca.autograd import lse_attention
+
     return lse_attention(lambda q_, k_, v_: run_forward(adapter, ex, q_, k_, v_),
                          lambda dout, *rest: run_backward(adapter, ex, dout.contiguous(), *rest), q, k, v)
 
@@ -259,6 +271,8 @@ def lse_primitives(adapter_factory):
     cache = PlanCache()
 
     def forward_lse(q, k, v, slices, softmax_scale: float | None = None):
+        import torch
+
         adapter = adapter_factory()
         ex = cache.get(adapter, slices, q.shape[1], k.shape[1], q.shape[0], resolve_scale(q, softmax_scale), q.device)
         with torch.no_grad():
@@ -266,6 +280,8 @@ def lse_primitives(adapter_factory):
         return out, lse.contiguous()
 
     def backward_lse(dout, q, k, v, out, lse, slices, softmax_scale: float | None = None):
+        import torch
+
         adapter = adapter_factory()
         ex = cache.get(adapter, slices, q.shape[1], k.shape[1], q.shape[0], resolve_scale(q, softmax_scale), q.device)
         with torch.no_grad():

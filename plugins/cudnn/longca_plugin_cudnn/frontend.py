@@ -16,7 +16,8 @@ Windows: FlashAttention's `(left, right)` (query i sees keys i + Lk - Lq - left 
 i + Lk - Lq + right, -1 unbounded) is cuDNN's band with `diagonal_band_left_bound = left + 1`
 (cuDNN's left bound is exclusive) and `diagonal_band_right_bound = right`, aligned TOP_LEFT where
 every sequence is square (the same thing there) and BOTTOM_RIGHT otherwise. Outputs and lse of
-calls that share query rows are merged by the core executor. Nothing here imports `cudnn`.
+calls that share query rows are merged by the core executor. Nothing here imports `cudnn`, nor torch
+before a call is prepared or run (the plugin registers without torch).
 """
 from __future__ import annotations
 
@@ -27,7 +28,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from longca.plugin import (
     CallArgs,
@@ -95,6 +95,7 @@ def cudnn_version_reason(version: int) -> str | None:
 
 def backend_label() -> str:
     import cudnn
+    import torch
 
     return (f"cuDNN {cudnn.backend_version()} via cudnn-frontend {cudnn.__version__} "
             f"(SDPA graphs built in prepare; ragged layout for documents, diagonal bands for windows), "
@@ -193,6 +194,8 @@ class RaggedLayout:
     ragged = True
 
     def __init__(self, args: CallArgs, q, k):
+        import torch
+
         heads_q, heads_kv, head_dim = q.shape[1], k.shape[1], q.shape[2]
         assert args.cu_q is not None and args.cu_k is not None  # a varlen call
         layout = Ragged(args.cu_q.cpu().numpy(), args.cu_k.cpu().numpy())
@@ -276,6 +279,8 @@ class FrontendAdapter:
 
     def build(self, ex, q, k, v, backward: bool) -> None:
         """Build the graphs of every call of an ExecPlan (the forward's, and the backward's if asked)."""
+        import torch
+
         for call in ex.calls:
             qc, kc, vc = call.pack_q(q), call.pack_k(k), call.pack_k(v)
             layout = self.layout(call.args, qc, kc)
@@ -287,6 +292,8 @@ class FrontendAdapter:
                 self.engine.build(graph_spec(True, call.args, layout, q=qc, k=kc, v=vc, o=qc, dO=qc), q.device)
 
     def fwd(self, q, k, v, args: CallArgs):
+        import torch
+
         layout = self.layout(args, q, k)
         q, k, v = (layout.ready(x) for x in (q, k, v))
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
@@ -296,6 +303,8 @@ class FrontendAdapter:
         return out, layout.lse(stats)
 
     def bwd(self, dout, q, k, v, out, lse, args: CallArgs):
+        import torch
+
         layout = self.layout(args, q, k)
         q, k, v, out, dout = (layout.ready(x) for x in (q, k, v, out, dout))
         dq, dk, dv = (torch.empty(x.shape, dtype=x.dtype, device=x.device) for x in (q, k, v))

@@ -16,8 +16,6 @@ kernel). What refuses a case, and where:
 """
 from __future__ import annotations
 
-import torch
-
 from longca.plugin import hookimpl, installed_version
 from longca_plugin_flex.kernel import FlexKernel
 
@@ -28,6 +26,8 @@ CAPABILITIES = (9, 10)  # Hopper, Blackwell: the architectures flash-attn-4's Cu
 
 def torch_reason() -> str | None:
     """Why this torch cannot lower flex_attention to FLASH, in torch's own words, or None."""
+    import torch
+
     try:
         from torch._inductor.kernel.flex import flex_flash_attention as ffa
     except ImportError:
@@ -45,6 +45,8 @@ def torch_reason() -> str | None:
 
 
 def available() -> str | None:
+    import torch
+
     if torch.version.cuda is None:
         return f"needs a CUDA GPU; torch {torch.__version__} is a CPU-only build"
     if not torch.cuda.is_available():
@@ -63,6 +65,8 @@ def supports(problem) -> str | None:
         from flash_attn.cute.interface import _validate_head_dims
     except ImportError:
         return None
+    import torch
+
     major = torch.cuda.get_device_capability(problem.device)[0]
     alignment = 16 // torch.empty((), dtype=getattr(torch, problem.dtype)).element_size()
     try:
@@ -77,6 +81,8 @@ def version() -> str:
 
 
 def backend() -> str:
+    import torch
+
     return (f"torch {torch.__version__} flex_attention, BACKEND=FLASH (flash-attn-4 {version()}), "
             f"create_block_mask over each mask's natural mask_mod")
 

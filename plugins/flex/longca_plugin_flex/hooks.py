@@ -10,8 +10,6 @@ correctness at small sizes. `LONGCA_FLEX_COMPILE=0/1` forces either.
 """
 from __future__ import annotations
 
-import torch
-
 from longca.plugin import hookimpl
 
 from .kernel import FlexKernel
@@ -28,6 +26,8 @@ def supports(problem) -> str | None:
 
 
 def available() -> str | None:
+    import torch
+
     try:
         import torch.nn.attention.flex_attention as fa
     except ImportError:
@@ -38,6 +38,8 @@ def available() -> str | None:
 
 
 def backend() -> str:
+    import torch
+
     return (f"torch {torch.__version__} flex_attention, Triton backend (compiled on CUDA, eager on CPU), "
             f"create_block_mask over each mask's natural mask_mod")
 

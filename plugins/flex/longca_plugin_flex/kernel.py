@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from longca.plugin import ANY_STATIC, KernelSpec, SlicesCache, UnsupportedError, mask_mod_builder, natural_mask_mod
 
 from .blockmask import BLOCK, block_mask_from_slices
+
+if TYPE_CHECKING:  # pragma: no cover - torch is imported where a call runs: the plugin registers without it
+    import torch
 
 RECOMPILE_LIMIT = 4096
 
@@ -82,6 +83,7 @@ class FlexKernel:
 
     def fn(self, device: torch.device):
         """flex_attention (with this kernel's options), compiled once per process where wanted."""
+        import torch
         from torch.nn.attention.flex_attention import flex_attention
 
         eager = functools.partial(flex_attention, kernel_options=self.kernel_options) if self.kernel_options \
@@ -117,6 +119,8 @@ class FlexKernel:
         return self.call(q, k, v, block_mask)
 
     def forward_lse(self, q, k, v, slices, softmax_scale: float | None = None):
+        import torch
+
         bm = self.block_masks.get(slices, q.shape[1], k.shape[1], q.device)
         with torch.no_grad():
             out, lse = self.call(q, k, v, bm, softmax_scale, lse=True)
@@ -130,6 +134,8 @@ class FlexKernel:
         FlashAttention's) and back-propagates `split_softmax_grads` into them: exactly the gradient
         of the merged attention with respect to this part.
         """
+        import torch
+
         bm = self.block_masks.get(slices, q.shape[1], k.shape[1], q.device)
         leaves = [t.detach().requires_grad_() for t in (q, k, v)]
         with torch.enable_grad():
@@ -147,6 +153,8 @@ class FlexKernel:
     def split_softmax_grads_for(self, device: torch.device):
         """`split_softmax_grads`, compiled where flex is: eager, it makes about ten passes over fp32 copies
         of the (B, S, H, D) activations; compiled, the reduction and the scaling are fused."""
+        import torch
+
         if not compile_wanted(device):
             return split_softmax_grads
         if "grads" not in self._compiled:
@@ -161,6 +169,8 @@ def split_softmax_grads(dout, out_l, out, lse_l, lse):
     part gets dout * c for its output and c * rowsum(dout * (out_l - out)) for its lse.
     Shapes: dout, out_l, out (B, S, H, D); lse_l, lse (B, H, S).
     """
+    import torch
+
     c = torch.exp(lse_l.float() - lse.float()).nan_to_num(0.0)  # (B, H, S); a row with no keys here: 0
     rows = (dout.float() * (out_l.float() - out.float())).sum(-1).transpose(1, 2)  # (B, H, S)
     d_out = (dout.float() * c.transpose(1, 2).unsqueeze(-1)).to(out_l.dtype)
@@ -191,6 +201,7 @@ def block_mask_for(mask, device):
     mask_mod = natural_mask_mod(mask, device) if mask.slices is not None else None
     if mask_mod is None:
         return block_mask_from_slices(mask.slices, mask.seqlen, mask.seqlen, device)
+    import torch
     from torch.nn.attention.flex_attention import create_block_mask
 
     device = torch.device(device)
