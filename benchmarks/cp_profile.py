@@ -26,20 +26,20 @@ import os
 import statistics
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.distributed as dist
 
 from longca.errors import LongcaError, UnsupportedError
-from longca_cp.inner import inner_kernel
-from longca_cp.measure import resolve, unsupported
 from longca.measure import make_step, seeded_dout, unsupported_reason
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.sizes import format_size, parse_heads, parse_size
 from longca.timing import time_interleaved
+from longca_cp.inner import inner_kernel
+from longca_cp.measure import resolve, unsupported
 
 
 def strategy_step(problem: Problem, registry) -> Callable[[], object]:
@@ -231,4 +231,4 @@ if __name__ == "__main__":
     try:
         main()
     except LongcaError as exc:  # an unknown kernel, strategy, mask or size: one line, not a traceback
-        raise SystemExit(f"cp_profile: {exc}")
+        raise SystemExit(f"cp_profile: {exc}") from None

@@ -21,7 +21,7 @@ import re
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 POINTERS = {"Q": "*bf16", "K": "*bf16", "V": "*bf16", "DO": "*bf16", "DK": "*bf16", "DV": "*bf16",
             "Out": "*bf16", "DQ": "*fp32", "LSE": "*fp32", "LSE2": "*fp32", "DELTA": "*fp32",
@@ -85,7 +85,7 @@ def settings() -> list[tuple[str, dict[str, int]]]:
             + [(f"fused candidate {i}", {"bwd_fused": 1, **c}) for i, c in enumerate(bench.FUSED_CANDIDATES)])
 
 
-def report(head_dim: int, group: int, arch: int, only: Optional[int] = None) -> list[dict[str, Any]]:
+def report(head_dim: int, group: int, arch: int, only: int | None = None) -> list[dict[str, Any]]:
     from dataclasses import replace
 
     from longca_plugin_flashmask import configs, kernels

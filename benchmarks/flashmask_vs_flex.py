@@ -31,12 +31,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
-from longca.measure import RunOptions, make_step, run_problem, seeded_dout
 from longca.masks.catalog import STATIC_MASKS
+from longca.measure import RunOptions, make_step, run_problem, seeded_dout
 from longca.plugins import PluginInfo, Registry, get_registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.sizes import format_size, parse_heads, parse_size
@@ -66,9 +66,8 @@ FUSED_CANDIDATES = [dict(fused_m=m, fused_n=n, fused_warps=8, fused_stages=st, d
 
 def builtin_flex_spec() -> KernelSpec:
     """Compiled FlexAttention with a BlockMask from create_block_mask over the FlashMask bounds."""
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
     import torch._functorch.config as functorch_config
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     # run_problem times backward repeatedly over one graph (retain_graph=True), which compiled
     # backward graphs with donated buffers refuse
@@ -178,10 +177,10 @@ def tune(registry: Registry, base: Problem, masks: list[str], mode: str,
         diffs: list[float] = []
         try:
             with configs.override(**cand, bwd_fused=configs.BWD_MODES[mode]):
-                for problem, ref in zip(problems, want):
+                for problem, ref in zip(problems, want, strict=True):
                     ms, grads = _time(spec, problem, warmup, repeat)
                     times.append(ms)
-                    diffs += [rel_err(g, r) for g, r in zip(grads, ref)]
+                    diffs += [rel_err(g, r) for g, r in zip(grads, ref, strict=False)]
                     del grads
         except Exception as exc:  # noqa: BLE001 - a setting that fails is skipped
             log.warning("%s failed: %s", cand, str(exc).splitlines()[0][:200])
@@ -234,18 +233,18 @@ def measure(registry: Registry, base: Problem, masks: list[str], seqlen: int, op
     return rows
 
 
-def _get(rows, label, mask, seqlen, direction) -> Optional[dict]:
+def _get(rows, label, mask, seqlen, direction) -> dict | None:
     for r in rows:
         if (r["label"], r["mask"], r["seqlen"], r["direction"]) == (label, mask, seqlen, direction):
             return r
     return None
 
 
-def _tf(row: Optional[dict]) -> Optional[float]:
+def _tf(row: dict | None) -> float | None:
     return row.get("tflops") if row and row.get("status") == "ok" else None
 
 
-def _cell(x: Optional[float], fmt: str) -> str:
+def _cell(x: float | None, fmt: str) -> str:
     return format(x, fmt) if x else "-"
 
 
@@ -283,7 +282,7 @@ def plot(rows, masks, seqlens, path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     labels = sorted({r["label"] for r in rows})
-    styles = dict(zip(labels, ("o-", "s--", "^-.", "d:")))
+    styles = dict(zip(labels, ("o-", "s--", "^-.", "d:"), strict=False))
     fig, axes = plt.subplots(2, len(masks), figsize=(3.2 * len(masks), 6), sharey="row", squeeze=False)
     for col, mask in enumerate(masks):
         for row_i, direction in enumerate(("fwd", "bwd")):
@@ -445,7 +444,7 @@ def read_flex_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def table_only(results: Path, out: Path, flex_rows_path: Optional[str]) -> None:
+def table_only(results: Path, out: Path, flex_rows_path: str | None) -> None:
     """The table and plot again from a results.jsonl of this script, with Flex from --flex-rows if given."""
     try:
         rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]

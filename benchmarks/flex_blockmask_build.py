@@ -15,9 +15,9 @@ import statistics
 import time
 
 import torch
+
 from longca.problem import Problem, build_mask
 from longca.sizes import parse_size
-
 from longca_plugin_flex.blockmask import block_mask_from_slices, flashmask_mask_mod
 
 MASKS = ("causal", "causal_document", "sliding_window", "share_question", "prefix_lm_document",
@@ -57,12 +57,14 @@ def main(argv=None) -> None:
         for name in args.masks.split(","):
             mask = build_mask(Problem(kernel="flex", mask=name, seqlen=seqlen, sampler="auto", seed=0))
             ours_ms, ours_first, ours = timed(
-                lambda: block_mask_from_slices(mask.slices, seqlen, seqlen, device), device, args.repeat)
+                lambda mask=mask, seqlen=seqlen: block_mask_from_slices(mask.slices, seqlen, seqlen, device),
+                device, args.repeat)
             mod = flashmask_mask_mod(mask.slices, seqlen, seqlen, device)
             from torch.nn.attention.flex_attention import create_block_mask
 
             theirs_ms, theirs_first, theirs = timed(
-                lambda: create_block_mask(mod, None, None, seqlen, seqlen, device=device), device, args.repeat)
+                lambda mod=mod, seqlen=seqlen: create_block_mask(mod, None, None, seqlen, seqlen, device=device),
+                device, args.repeat)
             row = {"mask": name, "seqlen": seqlen, "device": str(device), "slices_ms": ours_ms,
                    "slices_first_ms": ours_first, "create_block_mask_ms": theirs_ms,
                    "create_block_mask_first_ms": theirs_first,
@@ -71,7 +73,8 @@ def main(argv=None) -> None:
                    "agree": bool(torch.equal(ours.to_dense() > 0, theirs.to_dense() > 0))}
             if args.compiled:
                 compiled_ms, compiled_first, _ = timed(
-                    lambda: create_block_mask(mod, None, None, seqlen, seqlen, device=device, _compile=True),
+                    lambda mod=mod, seqlen=seqlen: create_block_mask(mod, None, None, seqlen, seqlen, device=device,
+                                                                  _compile=True),
                     device, args.repeat)
                 row.update(create_block_mask_compiled_ms=compiled_ms,
                            create_block_mask_compiled_first_ms=compiled_first)

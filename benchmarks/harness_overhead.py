@@ -14,7 +14,6 @@ import functools
 import statistics
 import time
 
-
 from longca.measure import RunOptions, make_step, run_problem, seeded_dout
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask, make_inputs

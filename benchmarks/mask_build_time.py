@@ -35,12 +35,12 @@ def main() -> None:
     print("|---|---|---|---|---|" + ("---|---|" if args.derived else ""))
     for name in STATIC_MASKS + BLOCK_SPARSE_MASKS:
         problem = Problem(kernel="reference", mask=name, seqlen=seqlen, heads_q=32, heads_kv=8)
-        ms, mask = timed(lambda: build_mask(problem), args.repeat)
+        ms, mask = timed(lambda problem=problem: build_mask(problem), args.repeat)
         size = len(mask.slices) if mask.slices is not None else f"{mask.layout.keep.shape} blocks"
         line = f"| {name} | {args.seqlen} | {size} | {ms:.2f} | {mask.area:.4g} |"
         if args.derived and mask.slices is not None:
-            bm, _ = timed(lambda: mask.block_map(128), 1)
-            fb, _ = timed(lambda: mask.flashmask_bounds(), 1)
+            bm, _ = timed(lambda mask=mask: mask.block_map(128), 1)
+            fb, _ = timed(lambda mask=mask: mask.flashmask_bounds(), 1)
             line += f" {bm:.1f} | {fb:.1f} |"
         elif args.derived:
             line += " | |"

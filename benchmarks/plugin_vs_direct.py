@@ -33,15 +33,16 @@ import math
 import statistics
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import numpy as np
 import torch
 
-from longca.measure import make_step, seeded_dout, unsupported_reason
 from longca.flops import attention_flops
 from longca.masks.catalog import STATIC_MASKS
+from longca.measure import make_step, seeded_dout, unsupported_reason
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.sizes import parse_heads, parse_size
@@ -99,7 +100,7 @@ def user_mask_mod(mask, device) -> Callable:
 _FLEX: dict[str, Any] = {}
 
 
-def flex_direct(mask, q, k, v, kernel_options: Optional[dict] = None) -> Direct:
+def flex_direct(mask, q, k, v, kernel_options: dict | None = None) -> Direct:
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     key = "flash" if kernel_options else "triton"
@@ -122,7 +123,7 @@ def flex_direct(mask, q, k, v, kernel_options: Optional[dict] = None) -> Direct:
 # ---------------------------------------------------------------- FlashAttention-style libraries
 
 
-def _window(mask) -> Optional[tuple[bool, int, int]]:
+def _window(mask) -> tuple[bool, int, int] | None:
     """(causal, left, right) for masks that are one FlashAttention call; None otherwise."""
     w = mask.params.get("window")
     return {"full": (False, -1, -1), "causal": (True, -1, 0), "full_document": (False, -1, -1),
@@ -282,7 +283,7 @@ def cudnn_direct(mask, q, k, v) -> Direct:
     return Attention.apply
 
 
-def direct_refusal(kernel: str, mask) -> Optional[str]:
+def direct_refusal(kernel: str, mask) -> str | None:
     """Why this script has no direct call of `kernel` for `mask` (decided before any tensor is made), or None."""
     one_call = _window(mask) is not None
     if kernel in ("flex", "flex-fa4"):
@@ -473,7 +474,8 @@ def main() -> None:
     parser.add_argument("--table", nargs="+", metavar="ROWS", help="only print the table of these rows.jsonl files")
     args = parser.parse_args()
     if args.table:
-        print(table([json.loads(line) for path in args.table for line in open(path) if line.strip()]))
+        print(table([json.loads(line) for path in args.table for line in Path(path).read_text().splitlines()
+                     if line.strip()]))
         return
     if not args.out:
         parser.error("--out is required")
@@ -486,7 +488,8 @@ def main() -> None:
              for seqlen in args.seqlens.split(",") for mask_name in args.masks.split(",")
              for direction in args.directions.split(",")]
     if args.resume and (out / "rows.jsonl").exists():
-        done = {(r["kernel"], r["mask"], r["seqlen"], r["direction"]) for r in map(json.loads, open(out / "rows.jsonl"))
+        done = {(r["kernel"], r["mask"], r["seqlen"], r["direction"])
+                for r in map(json.loads, (out / "rows.jsonl").read_text().splitlines())
                 if r["status"] in ("ok", "n/a", "unsupported")}
         cases = [case for case in cases if case not in done]
     start, rows = time.time(), []
@@ -501,7 +504,7 @@ def main() -> None:
             try:
                 row = measure(*case, args)
             except Exception as exc:  # noqa: BLE001 - one failed case is a row, the run goes on
-                row = dict(zip(("kernel", "mask", "seqlen", "direction"), case), status="error",
+                row = dict(zip(("kernel", "mask", "seqlen", "direction"), case, strict=False), status="error",
                            reason=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300])
                 traceback.print_exc()
             if args.device == "cuda":
@@ -513,7 +516,8 @@ def main() -> None:
             print(json.dumps({k: row.get(k) for k in ("kernel", "mask", "seqlen", "direction", "status", "ratio",
                                                        "plugin_tflops", "against_vs_direct", "wall_s")}), flush=True)
     print(table(rows))
-    (out / "table.md").write_text(table([json.loads(line) for line in open(out / "rows.jsonl") if line.strip()]) + "\n")
+    written = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines() if line.strip()]
+    (out / "table.md").write_text(table(written) + "\n")
 
 
 if __name__ == "__main__":

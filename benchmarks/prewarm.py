@@ -42,4 +42,4 @@ if __name__ == "__main__":
     try:
         main()
     except LongcaError as exc:  # a spec that does not load: one line, not a traceback
-        raise SystemExit(f"prewarm: {exc}")
+        raise SystemExit(f"prewarm: {exc}") from None

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Optional
 
 from longca.errors import LongcaError
 from longca.measure import RunOptions, check_device
@@ -30,7 +29,7 @@ from longca.timing import TIMING_MODES, check_timing
 DEFAULT_KERNELS = "sdpa,fa2,fa4,cudnn,flex,flex-fa4"
 
 
-def _ms(row: Optional[ResultRow]) -> str:
+def _ms(row: ResultRow | None) -> str:
     if row is None:
         return ""
     if row.status != "ok" or row.ms_median is None:
@@ -60,7 +59,7 @@ def table(rows: list[ResultRow], modes: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kernels", default=DEFAULT_KERNELS)
     parser.add_argument("--seqlens", default="4k,16k")

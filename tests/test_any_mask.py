@@ -4,9 +4,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from longca.measure import RunOptions, run_problem
 from longca.masks import slices as sl
 from longca.masks.mask import Mask
+from longca.measure import RunOptions, run_problem
 from longca.plugins import PluginInfo, load_registry
 from longca.problem import Problem
 from longca.specs import MaskSpec
@@ -99,10 +99,10 @@ def test_installed_third_party_static_mask_is_static_claimed_and_checked(tmp_pat
 
 def test_a_run_builds_each_mask_draw_once():
     """supports_mask and prepare see the mask the run built: 3 samples, 3 builds, 3 plans."""
+    from dataclasses import replace
+
     from longca_flashplan import kernel as flashplan_kernel
     from longca_flashplan.plan import any_window
-
-    from dataclasses import replace
 
     builds = []
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from longca import analysis, plugin, reference
+from longca.measure import RunOptions
 from longca.plugins import PluginInfo, get_registry
 from longca.problem import Problem
 from longca.supervisor import measure_case
-from longca.measure import RunOptions
 from longca_cli.report import CAVEAT, markdown
 
 from .test_report import row, write

@@ -64,7 +64,7 @@ def _case_id(case: dict) -> str:
     return f"{p['strategy']}[{opts}]-{p['mask']}-{p['heads_q']}:{p['heads_kv']}-{p['direction']}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _results(world: int) -> dict[str, dict]:
     from longca_cp.check import run_checks
 

@@ -39,7 +39,8 @@ def test_flashmask_only_run_times_split_and_fused(tmp_path):
         pytest.skip(rows[0]["reason"])
     assert [(r["label"], r["direction"], r["status"]) for r in rows] == [
         ("flashmask", "fwd", "ok"), ("flashmask-split", "bwd", "ok"), ("flashmask-fused", "bwd", "ok")]
-    assert [r["backend"].endswith(f"backward {m})") for r, m in zip(rows[1:], ("split", "fused"))] == [True, True]
+    assert [r["backend"].endswith(f"backward {m})")
+            for r, m in zip(rows[1:], ("split", "fused"), strict=True)] == [True, True]
     table = (tmp_path / "table.md").read_text()
     assert "| bwd split | bwd fused |" in table and "fused / split" in table
     assert json.loads((tmp_path / "run.json").read_text())["flashmask_backward_settings"]["fused"] == {"bwd_fused": 1}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from longca import reference
 from longca.measure import RunOptions, rel_err, run_problem
 from longca.plugins import get_registry
@@ -78,7 +79,7 @@ def test_lse_primitives_on_crops(name, mask, available_kernel, record_rows):
     dout = torch.randn_like(q)
     got = spec.backward_lse(dout, q, k, v, want, want_lse, part)
     ref = reference.backward_lse(dout, q, k, v, want, want_lse, part)
-    errors = [rel_err(g, r) for g, r in zip(got, ref)]
+    errors = [rel_err(g, r) for g, r in zip(got, ref, strict=False)]
     record_rows([{"kernel": name, "test": "backward_lse", "mask": mask, "rel_err_dq_dk_dv": errors}])
     assert max(errors) < 1e-2, errors
 

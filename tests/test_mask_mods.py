@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from longca.masks.catalog import STATIC_MASKS
 from longca.masks.mask_mods import natural_mask_mod
 from longca.plugins import get_registry

@@ -69,7 +69,7 @@ def longca_many(site: Path, *commands: list[str]) -> list[str]:
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = json.loads(lines[-1][len("RESULT "):])
-    for args, result in zip(commands, results):
+    for args, result in zip(commands, results, strict=False):
         assert result["exit_code"] == 0, f"longca {' '.join(args)}: {result['output'][-2000:]}"
     return [result["output"] for result in results]
 

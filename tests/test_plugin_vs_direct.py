@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from longca.masks.catalog import STATIC_MASKS
 from longca.problem import Problem, build_mask
 

@@ -31,8 +31,8 @@ import dataclasses  # noqa: E402
 from longca import given, prewarm, repeat  # noqa: E402
 from longca.results import ResultsWriter, case_id  # noqa: E402
 from longca.sweep import load_spec  # noqa: E402
-from longca_cli import specs  # noqa: E402
 from longca_cli import main as cli  # noqa: E402
+from longca_cli import specs  # noqa: E402
 
 COMPILING = ("flex", "flex-fa4", "flashmask")  # their plugins declare KernelSpec(compiles=True)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 
 import torch
+
 from longca.timing import time_interleaved
 
 

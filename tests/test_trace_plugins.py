@@ -2,12 +2,11 @@
 import os
 import subprocess
 import sys
-from typing import Optional
 
 LOAD = "from longca.plugins import get_registry; get_registry()"
 
 
-def _stderr(trace: Optional[str] = None) -> str:
+def _stderr(trace: str | None = None) -> str:
     env = {k: v for k, v in os.environ.items() if k != "LONGCA_TRACE_PLUGINS"}
     env["LONGCA_PLUGINS"] = "sdpa"
     if trace is not None:

@@ -13,9 +13,10 @@ import json
 import math
 import re
 import statistics
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any
 
 from . import gpustate, integrity, peaks
 from .errors import LongcaError
@@ -40,7 +41,7 @@ class Run:
     record: dict[str, Any]
 
     @property
-    def peak(self) -> Optional[float]:
+    def peak(self) -> float | None:
         return self.record.get("matmul_peak_tflops") or None
 
     @property
@@ -152,7 +153,7 @@ def load(*paths: Path | str) -> Results:
     return Results(rows, runs, total + derived - len(rows), unreadable)
 
 
-def _checked_row(row: Row, folder_gpu: Optional[str]) -> Row:
+def _checked_row(row: Row, folder_gpu: str | None) -> Row:
     """A loaded row with its GPU (from its run where the row predates the field), the datasheet
     peak of that GPU and dtype, and the plausibility gate applied (rows written before the gate)."""
     if str(row.get("device") or "").startswith("cuda"):
@@ -243,19 +244,19 @@ def heads_label(row: Row) -> str:
     return f"{row['heads_q']}:{row['heads_kv']}"
 
 
-def spread(row: Row) -> Optional[float]:
+def spread(row: Row) -> float | None:
     """p80 / p20 of the row's times (1.0 = no spread); None without both."""
     p20, p80 = row.get("ms_p20"), row.get("ms_p80")
     return p80 / p20 if p20 and p80 and p20 > 0 else None
 
 
-def of_peak(row: Row) -> Optional[float]:
+def of_peak(row: Row) -> float | None:
     """TFLOP/s over the bf16 matmul peak measured by the row's own run."""
     peak, tflops = row.get("matmul_peak_tflops"), row.get("tflops")
     return tflops / peak if peak and tflops else None
 
 
-def of_datasheet(row: Row) -> Optional[float]:
+def of_datasheet(row: Row) -> float | None:
     """TFLOP/s over the GPU model's dense datasheet peak for the row's dtype (`longca.peaks`)."""
     sheet, tflops = row.get("datasheet_peak_tflops"), row.get("tflops")
     return tflops / sheet if sheet and tflops else None
@@ -266,7 +267,7 @@ def suspects(rows: list[Row]) -> list[Row]:
     return [r for r in rows if r.get("status") == "suspect"]
 
 
-def cell_state(row: Optional[Row]) -> str:
+def cell_state(row: Row | None) -> str:
     """'' (no row), 'ok', 'n/a' (library not installed in that run), or the status in short."""
     if row is None:
         return ""
@@ -328,8 +329,8 @@ def tables(rows: list[Row]) -> list[Table]:
     return out
 
 
-def best(by_column: dict[str, Row], value: Callable[[Row], Optional[float]] = lambda r: r.get("tflops"),
-         lowest: bool = False, measured_only: bool = True) -> Optional[Row]:
+def best(by_column: dict[str, Row], value: Callable[[Row], float | None] = lambda r: r.get("tflops"),
+         lowest: bool = False, measured_only: bool = True) -> Row | None:
     """The ok row with the highest (or `lowest`) value among a cell's columns; simulated rows are
     left out unless `measured_only` is False."""
     candidates = [r for r in by_column.values() if r.get("status") == "ok" and value(r) is not None
@@ -407,7 +408,7 @@ def environments(results: Results) -> list[dict[str, Any]]:
     return out
 
 
-def _peaks_text(measured: Any) -> Optional[str]:
+def _peaks_text(measured: Any) -> str | None:
     """"bfloat16 741 at 4096³" per dtype a run measured, or None (a run before best-of-shapes peaks)."""
     if not isinstance(measured, dict) or not measured:
         return None
@@ -429,7 +430,7 @@ def gpu_states(rows: list[Row]) -> list[dict[str, Any]]:
     return [{"results": source, **gpustate.summary(readings)} for source, readings in by_source.items()]
 
 
-def _cudnn_version(value: Any) -> Optional[str]:
+def _cudnn_version(value: Any) -> str | None:
     """cuDNN's integer version (91900) as 9.19.0."""
     if isinstance(value, int) and value >= 10000:
         return f"{value // 10000}.{value % 10000 // 100}.{value % 100}"
@@ -474,7 +475,7 @@ def checked_counts(rows: list[Row]) -> dict[str, int]:
     return {"checked": len(ok) - unchecked, "unchecked": unchecked}
 
 
-def median(values: Iterable[float]) -> Optional[float]:
+def median(values: Iterable[float]) -> float | None:
     values = [v for v in values if v is not None and not math.isnan(v)]
     return statistics.median(values) if values else None
 

@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any
 
 from .errors import LongcaError
 
@@ -32,12 +32,12 @@ class Anchor:
     dtype: str
     gpu: str
     source: str
-    seqlen: Optional[int] = None  # None: the source gives no length
-    heads: Optional[str] = None  # "64:8"; None: the source gives none
+    seqlen: int | None = None  # None: the source gives no length
+    heads: str | None = None  # "64:8"; None: the source gives none
     note: str = ""
 
 
-def load_anchors(path: Union[str, Path, None] = None) -> list[Anchor]:
+def load_anchors(path: str | Path | None = None) -> list[Anchor]:
     """The anchors shipped with longca-core, or those of another file of the same layout."""
     try:
         text = (Path(path).read_text() if path is not None
@@ -56,7 +56,7 @@ def _matches(row: Row, anchor: Anchor) -> bool:
             and (anchor.heads is None or f"{row.get('heads_q')}:{row.get('heads_kv')}" == anchor.heads))
 
 
-def _length(seqlens: set[int], wanted: Optional[int]) -> tuple[Optional[int], str]:
+def _length(seqlens: set[int], wanted: int | None) -> tuple[int | None, str]:
     """The measured length to compare at, and how it was chosen: exact, nearest (log scale; the
     longer on a tie) or, when the source gives none, every length."""
     if wanted is None:
@@ -67,7 +67,7 @@ def _length(seqlens: set[int], wanted: Optional[int]) -> tuple[Optional[int], st
     return nearest, "nearest"
 
 
-def beside(rows: list[Row], anchors: Optional[list[Anchor]] = None) -> list[dict[str, Any]]:
+def beside(rows: list[Row], anchors: list[Anchor] | None = None) -> list[dict[str, Any]]:
     """Per anchor: longca's best matching row (`row`, None when none matches), the length it was
     taken at (`match`: exact, nearest or any) and `ratio` = its TFLOP/s over the published one."""
     out = []

@@ -6,7 +6,7 @@ makes such a pair one differentiable call; the closures bind everything else (ma
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

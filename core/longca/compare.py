@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -31,13 +31,13 @@ BROKEN = ("error", "oom", "timeout", "incorrect")  # ok in BASE, one of these in
 class CaseComparison:
     base: Row
     new: Row
-    ratio: Optional[float]  # NEW speed / BASE speed
-    low: Optional[float]
-    high: Optional[float]
+    ratio: float | None  # NEW speed / BASE speed
+    low: float | None
+    high: float | None
     method: str
     label: str  # faster | slower | same within noise | no spread recorded | broken | now runs | now refused | ...
     gate: bool = False  # this case fails the gate
-    normalised: Optional[float] = None  # ratio / the control's ratio
+    normalised: float | None = None  # ratio / the control's ratio
 
     def as_dict(self) -> dict[str, Any]:
         r = self.new
@@ -89,12 +89,12 @@ class Comparison:
                 "environments": self.environments}
 
 
-def geomean(values: list[float]) -> Optional[float]:
+def geomean(values: list[float]) -> float | None:
     values = [v for v in values if v and v > 0]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
-def _samples(row: Row) -> Optional[list[np.ndarray]]:
+def _samples(row: Row) -> list[np.ndarray] | None:
     """The row's per-iteration times as one array per mask sample (a flat list is one sample)."""
     times = row.get("iter_times_ms")
     if not times:
@@ -143,7 +143,7 @@ def compare_rows(base: Row, new: Row, threshold: float, confidence: float, rng: 
     return CaseComparison(base, new, ratio, low, high, method, label, gate=high < 1 - threshold)
 
 
-def _peak(results: Results) -> Optional[float]:
+def _peak(results: Results) -> float | None:
     peaks = [r.peak for r in results.runs if r.peak] or [row["matmul_peak_tflops"] for row in results.rows
                                                           if row.get("matmul_peak_tflops")]
     return analysis.median(peaks)

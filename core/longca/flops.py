@@ -14,7 +14,7 @@ def reference_seconds(area: float, heads_q: int, head_dim: int, batch: int, dire
 
 
 def reference_refusal(area: float, heads_q: int, head_dim: int, batch: int, direction: str,
-                      device: str) -> "str | None":
+                      device: str) -> str | None:
     """Why the reference will not run a call this big, or None."""
     seconds = reference_seconds(area, heads_q, head_dim, batch, direction, device)
     if seconds <= REFERENCE_LIMIT_S:

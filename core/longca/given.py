@@ -2,14 +2,15 @@
 run, dist-run, show-mask and recommend share, kept out of the CLI so it holds no logic."""
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .errors import LongcaError
 from .problem import Problem
 from .sizes import parse_heads, parse_size
 
 
-def parse_params(items: Optional[Sequence[str]], what: str) -> dict[str, Any]:
+def parse_params(items: Sequence[str] | None, what: str) -> dict[str, Any]:
     """`key=value` pairs; values that look like numbers become numbers."""
     out: dict[str, Any] = {}
     for item in items or []:
@@ -35,9 +36,9 @@ def default_device() -> str:
 
 
 def problem_from(kernel: str, mask: str, seqlen: str, heads: str, head_dim: int = 128, batch: int = 1,
-                 dtype: str = "bfloat16", direction: str = "fwd", device: Optional[str] = None,
-                 sampler: str = "auto", seed: int = 0, mask_param: Optional[Sequence[str]] = None,
-                 sampler_param: Optional[Sequence[str]] = None, **more: Any) -> Problem:
+                 dtype: str = "bfloat16", direction: str = "fwd", device: str | None = None,
+                 sampler: str = "auto", seed: int = 0, mask_param: Sequence[str] | None = None,
+                 sampler_param: Sequence[str] | None = None, **more: Any) -> Problem:
     """The problem the options say; sizes, heads and NAME=VALUE parameters parsed, the device
     defaulted (`default_device`). `more`: further Problem fields (strategy, world_size)."""
     hq, hkv = parse_heads(heads)

@@ -6,7 +6,7 @@ comparable with them; nothing recorded that before. Without nvidia-ml-py (or NVM
 `unknown`, with the reason."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 # NVML clocks-event (throttle) reason bits, nvml.h; the benign ones do not slow a busy GPU down
 REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
@@ -38,14 +38,14 @@ def _read(fn: Any, *args: Any) -> Any:
         return None
 
 
-def reasons(mask: Optional[int]) -> Optional[list[str]]:
+def reasons(mask: int | None) -> list[str] | None:
     """Names of the bits set in an NVML clocks-event reason mask."""
     if mask is None:
         return None
     return [name for bit, name in REASONS.items() if mask & bit] + ([f"0x{mask:x}"] if mask >= 0x200 else [])
 
 
-def snapshot(device: str) -> Optional[dict[str, Any]]:
+def snapshot(device: str) -> dict[str, Any] | None:
     """The GPU's state now; None for a CPU; {"unknown": why} where NVML cannot be read."""
     if not device.startswith("cuda"):
         return None
@@ -79,8 +79,8 @@ class Recorder:
 
     def __init__(self, device: str):
         self.device = device
-        self.before: Optional[dict[str, Any]] = None
-        self.after: Optional[dict[str, Any]] = None
+        self.before: dict[str, Any] | None = None
+        self.after: dict[str, Any] | None = None
         self._timing = False
 
     def on_phase(self, name: str) -> None:
@@ -99,12 +99,12 @@ class Recorder:
         return row
 
 
-def throttled(state: Optional[dict[str, Any]]) -> list[str]:
+def throttled(state: dict[str, Any] | None) -> list[str]:
     """The reasons in a reading that slow a busy GPU down (power, thermal, hardware slowdown)."""
     return [r for r in (state or {}).get("throttle") or [] if r not in BENIGN]
 
 
-def busy(state: Optional[dict[str, Any]]) -> bool:
+def busy(state: dict[str, Any] | None) -> bool:
     """A reading of a GPU at work (NVML did not call it idle)."""
     if not state or "unknown" in state:
         return False

@@ -21,17 +21,17 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
-def longca_masks() -> "list[MaskSpec]":  # type: ignore[empty-body]  # a hookspec is a signature only
+def longca_masks() -> list[MaskSpec]:  # type: ignore[empty-body]  # a hookspec is a signature only
     """Mask patterns this plugin defines. Each MaskSpec's `build(ctx)` returns a Mask."""
 
 
 @hookspec
-def longca_samplers() -> "list[SamplerSpec]":  # type: ignore[empty-body]
+def longca_samplers() -> list[SamplerSpec]:  # type: ignore[empty-body]
     """Document-length samplers this plugin defines."""
 
 
 @hookspec
-def longca_kernels() -> "list[KernelSpec]":  # type: ignore[empty-body]
+def longca_kernels() -> list[KernelSpec]:  # type: ignore[empty-body]
     """Attention kernels this plugin provides, with their declared capabilities.
 
     Must not import the kernel's library: do that inside `available`, `prepare` and `run`.
@@ -39,12 +39,12 @@ def longca_kernels() -> "list[KernelSpec]":  # type: ignore[empty-body]
 
 
 @hookspec
-def longca_cp_strategies() -> "list[CPStrategySpec]":  # type: ignore[empty-body]
+def longca_cp_strategies() -> list[CPStrategySpec]:  # type: ignore[empty-body]
     """Context-parallel strategies this plugin provides."""
 
 
 @hookspec
-def longca_env_info(info: "dict[str, Any]") -> None:
+def longca_env_info(info: dict[str, Any]) -> None:
     """Add what this plugin knows of its environment (library versions, build flags) to `info`.
 
     Called when `run.json` is written and by `longca doctor`; keys should be namespaced by the

@@ -3,7 +3,7 @@ best matmul its run measured, is `suspect` and never "fastest". A template plugi
 output recorded 81 TFLOP/s on a 2-core CPU: numbers like that must not reach a table as facts."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from . import peaks
 
@@ -11,7 +11,7 @@ MEASURED_MARGIN = 1.05  # above the run's best matmul by more than this: suspect
 SUSPECT_PREFIX = "suspect: "
 
 
-def row_peak(run_extra: dict[str, Any], dtype: str) -> tuple[Optional[float], Optional[str]]:
+def row_peak(run_extra: dict[str, Any], dtype: str) -> tuple[float | None, str | None]:
     """(the run's measured peak for this dtype, its shape label); bf16's for dtypes not measured."""
     measured = run_extra.get("matmul_peaks") or {}
     entry = measured.get(dtype)
@@ -22,7 +22,7 @@ def row_peak(run_extra: dict[str, Any], dtype: str) -> tuple[Optional[float], Op
     return run_extra.get("matmul_peak_tflops"), None
 
 
-def implausible(row: Any, model: Optional[str] = None) -> Optional[str]:
+def implausible(row: Any, model: str | None = None) -> str | None:
     """Why an ok row's TFLOP/s cannot be true, or None. The measured gate needs a best-of-shapes
     peak (`matmul_peak_shape`): the single 8192³ matmul of older runs was not a ceiling."""
     tflops = row.get("tflops")
@@ -40,12 +40,12 @@ def implausible(row: Any, model: Optional[str] = None) -> Optional[str]:
     return None
 
 
-def datasheet_fields(gpu: Optional[str], dtype: str) -> dict[str, Any]:
+def datasheet_fields(gpu: str | None, dtype: str) -> dict[str, Any]:
     sheet = peaks.datasheet(gpu, dtype)
     return {"datasheet_peak_tflops": sheet.tflops if sheet else None}
 
 
-def stamp(row: Any, run_extra: dict[str, Any], gpu: Optional[str]) -> None:
+def stamp(row: Any, run_extra: dict[str, Any], gpu: str | None) -> None:
     """Give a freshly measured row its run's peaks and GPU, then the gate's verdict."""
     row.matmul_peak_tflops, row.matmul_peak_shape = row_peak(run_extra, row.dtype)
     row.gpu = gpu
@@ -65,7 +65,7 @@ def gate(row: Any) -> bool:
     return True
 
 
-def caveat_of(problem: Any, registry: Any = None) -> Optional[str]:
+def caveat_of(problem: Any, registry: Any = None) -> str | None:
     """The kernel's `caveat(problem)`: what its row must say beside its number, or None."""
     from .plugins import get_registry
 

@@ -7,7 +7,8 @@ keeping; slices arrive as arrays or lists, so the key is their int64 bytes.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable, Generic, Hashable, TypeVar
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
 
 import numpy as np
 

@@ -8,7 +8,7 @@ adds the S x S score matrices. A case that cannot fit becomes an `oom` row sayin
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from .problem import Problem
@@ -17,7 +17,7 @@ GiB = 2 ** 30
 ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
-def tensor_bytes(problem: "Problem") -> int:
+def tensor_bytes(problem: Problem) -> int:
     """q, k, v and the output; with a backward also dq, dk, dv and the output gradient."""
     e = ELEMENT_BYTES[problem.dtype]
     q = problem.batch * problem.seqlen * problem.heads_q * problem.head_dim * e
@@ -27,24 +27,24 @@ def tensor_bytes(problem: "Problem") -> int:
     return total * 2 if problem.direction != "fwd" else total
 
 
-def linear(problem: "Problem") -> int:
+def linear(problem: Problem) -> int:
     """The flash family: inputs, outputs, gradients and lse; O(S)."""
     return tensor_bytes(problem)
 
 
-def quadratic(problem: "Problem", copies: int = 2) -> int:
+def quadratic(problem: Problem, copies: int = 2) -> int:
     """Naive kernels: `linear` plus `copies` float32 S x S matrices per (batch, head) (scores, probabilities)."""
     scores = problem.batch * problem.heads_q * problem.seqlen ** 2 * 4
     return linear(problem) + copies * scores * (2 if problem.direction != "fwd" else 1)
 
 
-def check_bytes(problem: "Problem") -> int:
+def check_bytes(problem: Problem) -> int:
     """The float32 reference of --check: float32 copies of inputs and outputs (it works in row chunks)."""
     f32 = problem.with_(dtype="float32")
     return tensor_bytes(f32) + 256 * 2 ** 20
 
 
-def host_available() -> Optional[int]:
+def host_available() -> int | None:
     """Bytes the host can still give (MemAvailable), or None where unknown."""
     try:
         with open("/proc/meminfo") as f:
@@ -59,7 +59,7 @@ def host_available() -> Optional[int]:
         return None
 
 
-def capacity(device: str) -> tuple[Optional[int], str]:
+def capacity(device: str) -> tuple[int | None, str]:
     """(free bytes, a name for it): the GPU's free memory, or the host's available memory."""
     if device.startswith("cuda"):
         import torch
@@ -69,7 +69,7 @@ def capacity(device: str) -> tuple[Optional[int], str]:
     return host_available(), "the host has"
 
 
-def too_big(problem: "Problem", needs: int) -> Optional[str]:
+def too_big(problem: Problem, needs: int) -> str | None:
     """The `oom` reason when `needs` bytes cannot fit where the problem runs, else None."""
     free, where = capacity(problem.device)
     if free is None or needs <= free:

@@ -7,7 +7,6 @@ Everything is merged in float32; rows that saw no key keep lse = -inf and a zero
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 
@@ -39,12 +38,12 @@ class OutputAccumulator:
     needs one call costs nothing extra; otherwise rows are copied on first touch and merged after.
     """
 
-    def __init__(self, q: torch.Tensor, head_dim_v: Optional[int] = None):
+    def __init__(self, q: torch.Tensor, head_dim_v: int | None = None):
         self.batch, self.seqlen, self.heads, _ = q.shape
         self.dim = head_dim_v or q.shape[-1]
         self.device = q.device
-        self.out: Optional[torch.Tensor] = None
-        self.lse: Optional[torch.Tensor] = None
+        self.out: torch.Tensor | None = None
+        self.lse: torch.Tensor | None = None
         self.touched: list[tuple[int, int]] = []
 
     def _float_buffers(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -83,7 +82,7 @@ class GradAccumulator:
 
     def __init__(self, like: torch.Tensor):
         self.like = like
-        self.value: Optional[torch.Tensor] = None
+        self.value: torch.Tensor | None = None
 
     def add(self, a: int, b: int, grad: torch.Tensor) -> None:
         if self.value is None and a == 0 and b == self.like.shape[1]:
@@ -98,7 +97,7 @@ class GradAccumulator:
     def add_full(self, grad: torch.Tensor) -> None:
         self.add(0, self.like.shape[1], grad)
 
-    def result(self, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    def result(self, dtype: torch.dtype | None = None) -> torch.Tensor:
         if self.value is None:
             self.value = torch.zeros(self.like.shape, dtype=torch.float32, device=self.like.device)
         return self.value if dtype is None else self.value.to(dtype)

@@ -16,7 +16,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from .errors import LongcaError
 
@@ -73,7 +73,7 @@ def check_writable_folder(path: Path, what: str = "--output") -> Path:
     return path
 
 
-def repair_tail(results: Path) -> Optional[str]:
+def repair_tail(results: Path) -> str | None:
     """Move an unterminated last line of `results` to `results`.torn; what was done, or None."""
     try:
         size = results.stat().st_size
@@ -125,7 +125,7 @@ class OutputFolder:
     def results(self) -> Path:
         return self.path / RESULTS_FILE
 
-    def open(self) -> "OutputFolder":
+    def open(self) -> OutputFolder:
         check_writable_folder(self.path, self.what)
         if self.results.exists() and not self.results.is_file():
             raise LongcaError(f"{self.what} {self.path}: {self.results.name} is not a file")
@@ -171,7 +171,7 @@ class OutputFolder:
             self._lock.close()  # closing the file releases the flock
             self._lock = None
 
-    def __enter__(self) -> "OutputFolder":
+    def __enter__(self) -> OutputFolder:
         return self.open()
 
     def __exit__(self, *exc: object) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any
 
 # square matmul sizes tried; the best median wins (CPU sizes keep a CPU run short)
 CUDA_SHAPES = (4096, 8192, 16384)
@@ -68,7 +69,7 @@ _MODELS = (
 )
 
 
-def gpu_model(name: Optional[str]) -> Optional[str]:
+def gpu_model(name: str | None) -> str | None:
     """The datasheet model of a device name ("NVIDIA H100 80GB HBM3" -> "H100 SXM"), None if unknown."""
     if not name:
         return None
@@ -78,7 +79,7 @@ def gpu_model(name: Optional[str]) -> Optional[str]:
     return None
 
 
-def datasheet(gpu_name: Optional[str], dtype: str) -> Optional[Datasheet]:
+def datasheet(gpu_name: str | None, dtype: str) -> Datasheet | None:
     """The dense datasheet figure for this GPU and dtype, None where the table has none."""
     model = gpu_model(gpu_name)
     return DATASHEET.get(model or "", {}).get(dtype)
@@ -90,7 +91,12 @@ def _dtype(name: str):
     return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[name]
 
 
-def measure(device: str, dtypes: Sequence[str] = ("bfloat16",), shapes: Optional[Sequence[int]] = None,
+def _product(a: Any, b: Any) -> Callable[[], Any]:
+    """The timed call of one matmul shape, bound to its own operands."""
+    return lambda: a @ b
+
+
+def measure(device: str, dtypes: Sequence[str] = ("bfloat16",), shapes: Sequence[int] | None = None,
             warm_seconds: float = 1.0, repeat: int = 50) -> dict[str, dict[str, Any]]:
     """Per dtype: {"tflops": best median TFLOP/s over the square shapes, "shape": [n, n, n]}.
 
@@ -105,7 +111,7 @@ def measure(device: str, dtypes: Sequence[str] = ("bfloat16",), shapes: Optional
     out: dict[str, dict[str, Any]] = {}
     for name in dict.fromkeys(dtypes):
         dtype = _dtype(name)
-        best: Optional[tuple[float, int]] = None
+        best: tuple[float, int] | None = None
         warm_a = torch.randn(shapes[0], shapes[0], device=dev, dtype=dtype)
         deadline = time.perf_counter() + warm_seconds
         while time.perf_counter() < deadline:
@@ -113,7 +119,7 @@ def measure(device: str, dtypes: Sequence[str] = ("bfloat16",), shapes: Optional
             synchronize(dev)
         for n in shapes:
             pair = (torch.randn(n, n, device=dev, dtype=dtype), torch.randn(n, n, device=dev, dtype=dtype))
-            median, _, _ = summarize(time_ms(lambda: pair[0] @ pair[1], dev, warmup=2, repeat=repeat))
+            median, _, _ = summarize(time_ms(_product(*pair), dev, warmup=2, repeat=repeat))
             tflops = 2 * n ** 3 / (median * 1e-3) / 1e12
             if best is None or tflops > best[0]:
                 best = (tflops, n)
@@ -122,7 +128,7 @@ def measure(device: str, dtypes: Sequence[str] = ("bfloat16",), shapes: Optional
     return out
 
 
-def shape_label(peak: Optional[dict[str, Any]]) -> Optional[str]:
+def shape_label(peak: dict[str, Any] | None) -> str | None:
     """"16384³" for a measured peak entry."""
     if not peak or not peak.get("shape"):
         return None
@@ -130,7 +136,7 @@ def shape_label(peak: Optional[dict[str, Any]]) -> Optional[str]:
     return f"{dims[0]}³" if len(set(dims)) == 1 else "x".join(map(str, dims))
 
 
-def gpu_name(device: str) -> Optional[str]:
+def gpu_name(device: str) -> str | None:
     """torch.cuda.get_device_name of a CUDA device, None for a CPU."""
     import torch
 

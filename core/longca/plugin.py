@@ -18,12 +18,40 @@ from typing import Any
 from .errors import LongcaError, UnknownNameError, UnsupportedError
 from .hookspecs import hookimpl
 from .masks.mask import BlockSparseLayout, Mask, MaskContext
-from .masks.slices import BI_CAUSAL, CAUSAL, EMPTY, FULL, FULL_BLOCK, INV_CAUSAL, PARTIAL, TYPE_NAMES
-from .masks.slices import as_array as slices_array
-from .masks.slices import band_to_slices, block_map, crop, dense, flashmask_bounds, normalize
+from .masks.slices import (
+    BI_CAUSAL,
+    CAUSAL,
+    EMPTY,
+    FULL,
+    FULL_BLOCK,
+    INV_CAUSAL,
+    PARTIAL,
+    TYPE_NAMES,
+    band_to_slices,
+    block_map,
+    crop,
+    dense,
+    flashmask_bounds,
+    normalize,
+)
 from .masks.slices import area as slices_area
-from .specs import (ANY_BLOCK_SPARSE, ANY_MASK, ANY_STATIC, BackwardFn, CPStrategySpec, Device, Direction, DType,
-                    Family, ForwardFn, KernelSpec, MaskKind, MaskSpec, SamplerSpec)
+from .masks.slices import as_array as slices_array
+from .specs import (
+    ANY_BLOCK_SPARSE,
+    ANY_MASK,
+    ANY_STATIC,
+    BackwardFn,
+    CPStrategySpec,
+    Device,
+    Direction,
+    DType,
+    Family,
+    ForwardFn,
+    KernelSpec,
+    MaskKind,
+    MaskSpec,
+    SamplerSpec,
+)
 
 # name -> (module, attribute): loaded on first use (they import torch, numpy-heavy modules, the
 # testing kit, or another distribution: longca_cp and longca_flashplan, which a plugin that uses

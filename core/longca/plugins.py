@@ -16,14 +16,26 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from importlib import import_module, metadata
-from typing import Any, Generic, Optional, TypeVar
+from typing import Any, Generic, TypeVar
 
 import pluggy
 
 from . import __version__, hookspecs
 from .errors import LongcaError, UnknownNameError
-from .specs import (ANY_BLOCK_SPARSE, ANY_MASK, ANY_STATIC, DEVICES, DTYPES, FAMILIES, MASK_GROUPS, MASK_KINDS,
-                    CPStrategySpec, KernelSpec, MaskSpec, SamplerSpec)
+from .specs import (
+    ANY_BLOCK_SPARSE,
+    ANY_MASK,
+    ANY_STATIC,
+    DEVICES,
+    DTYPES,
+    FAMILIES,
+    MASK_GROUPS,
+    MASK_KINDS,
+    CPStrategySpec,
+    KernelSpec,
+    MaskSpec,
+    SamplerSpec,
+)
 
 WILDCARDS = {ANY_STATIC: "static", ANY_BLOCK_SPARSE: "block_sparse", ANY_MASK: "all"}
 
@@ -65,7 +77,7 @@ class Entry(Generic[S]):
 
     spec: S
     plugin: PluginInfo
-    conflict: Optional[str] = None
+    conflict: str | None = None
 
 
 class Registry:
@@ -74,7 +86,7 @@ class Registry:
     def __init__(self) -> None:
         self.plugins: list[PluginInfo] = []
         self.entries: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
-        self.pm: Optional[pluggy.PluginManager] = None
+        self.pm: pluggy.PluginManager | None = None
 
     def names(self, kind: str) -> list[str]:
         return sorted(self.entries[kind])
@@ -114,7 +126,7 @@ class Registry:
     def kernel(self, name: str) -> KernelSpec:
         return self.entry("kernels", name).spec
 
-    def strategy(self, name: Optional[str]) -> CPStrategySpec:
+    def strategy(self, name: str | None) -> CPStrategySpec:
         """The CP strategy `name` (a Problem's `strategy`, so None is refused here)."""
         if name is None:
             raise LongcaError("no CP strategy given (a problem for one GPU has none)")
@@ -135,12 +147,12 @@ class Registry:
         old.plugin.errors.append(message)
 
 
-def _env_list(name: str) -> Optional[set[str]]:
+def _env_list(name: str) -> set[str] | None:
     value = os.environ.get(name, "").strip()
     return {x.strip() for x in value.split(",") if x.strip()} if value else None
 
 
-def validate(kind: str, spec: Any) -> Optional[str]:
+def validate(kind: str, spec: Any) -> str | None:
     """Why a registered spec is malformed, or None."""
     expected = KINDS[kind][1]
     if not isinstance(spec, expected):
@@ -189,7 +201,7 @@ def trace_hook_calls(pm: pluggy.PluginManager, write: Any = None) -> None:
     pm.enable_tracing()
 
 
-def hook_of(pm: pluggy.PluginManager, obj: Any, hook_name: str) -> Optional[Any]:
+def hook_of(pm: pluggy.PluginManager, obj: Any, hook_name: str) -> Any | None:
     """pluggy's caller of `hook_name` restricted to the plugin `obj` (each plugin is called in its
     own try, so one failing plugin does not hide the others' results), or None if it has none."""
     others = [p for p in pm.get_plugins() if p is not obj]
@@ -217,7 +229,7 @@ def _register(registry: Registry, pm: pluggy.PluginManager, plugin: PluginInfo, 
         plugin.hooks.append(hook_name)
         try:
             specs = [spec for result in caller() for spec in (result or [])]
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a failing hook is an error on its plugin, the registry still loads
             plugin.errors.append(f"{hook_name}() failed: {type(exc).__name__}: {exc}")
             continue
         for spec in specs:
@@ -294,7 +306,7 @@ def load_registry() -> Registry:
         except ImportGuarded as exc:
             info.errors.append(f"{UNAVAILABLE}{ep.value}: {exc}")
             continue
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a plugin that fails to import is an error on it, the others load
             info.errors.append(f"cannot import {ep.value}: {type(exc).__name__}: {exc}")
             log.debug("plugin %s failed to load", ep.name, exc_info=True)
             continue
@@ -303,7 +315,7 @@ def load_registry() -> Registry:
     return registry
 
 
-_REGISTRY: Optional[Registry] = None
+_REGISTRY: Registry | None = None
 
 
 def get_registry(reload: bool = False) -> Registry:
@@ -314,7 +326,7 @@ def get_registry(reload: bool = False) -> Registry:
     return _REGISTRY
 
 
-def env_info(registry: Optional[Registry] = None) -> dict[str, Any]:
+def env_info(registry: Registry | None = None) -> dict[str, Any]:
     """What every plugin's `longca_env_info` hook reports, each in its own try."""
     registry = registry or get_registry()
     info: dict[str, Any] = {}
@@ -326,6 +338,6 @@ def env_info(registry: Optional[Registry] = None) -> dict[str, Any]:
         if hook is not None:
             try:
                 hook(info=info)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - a failing env-info hook is one field of the info, not a failed run
                 info[f"{name}_error"] = f"{type(exc).__name__}: {exc}"
     return info

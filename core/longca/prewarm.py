@@ -13,8 +13,8 @@ import contextlib
 import multiprocessing as mp
 import os
 import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional
 
 from .outdir import RESULTS_FILE
 from .plugins import Registry, get_registry
@@ -46,9 +46,9 @@ def _worker(items: list[Problem]) -> list[str]:
     return lines
 
 
-def select(spec: SweepSpec, registry: Optional[Registry] = None, kernels: Optional[Iterable[str]] = None,
+def select(spec: SweepSpec, registry: Registry | None = None, kernels: Iterable[str] | None = None,
            done: frozenset[str] | set[str] = frozenset(), compiling_only: bool = False,
-           cases: Optional[list[Problem]] = None) -> list[Problem]:
+           cases: list[Problem] | None = None) -> list[Problem]:
     """The single-GPU cases of the spec to warm (`cases`: the grid already expanded): of `kernels`
     (None: all), not in `done` (case ids), and with `compiling_only` only those of kernels whose
     spec declares `compiles`."""
@@ -77,7 +77,7 @@ def _compile_threads() -> Iterator[None]:
 
 
 def warm(todo: list[Problem], workers: int = WORKERS, max_minutes: float = MAX_MINUTES,
-         say: Callable[[str], None] = print, detail: Optional[Callable[[str], None]] = None) -> bool:
+         say: Callable[[str], None] = print, detail: Callable[[str], None] | None = None) -> bool:
     """Run every case once in `workers` spawned processes; False when stopped after `max_minutes`.
     `say` gets the summary, `detail` (default: `say`) a line per case."""
     if not todo:
@@ -103,9 +103,9 @@ def warm(todo: list[Problem], workers: int = WORKERS, max_minutes: float = MAX_M
     return finished
 
 
-def before_bench(spec: SweepSpec, folders: list[Path], registry: Optional[Registry] = None, enabled: bool = True,
-                 resume: bool = False, say: Callable[[str], None] = print, log: Optional[Path] = None,
-                 cases: Optional[list[Problem]] = None) -> Optional[int]:
+def before_bench(spec: SweepSpec, folders: list[Path], registry: Registry | None = None, enabled: bool = True,
+                 resume: bool = False, say: Callable[[str], None] = print, log: Path | None = None,
+                 cases: list[Problem] | None = None) -> int | None:
     """`longca bench`'s warm-up: on CUDA, the cases of compiling kernels that the run (each repeat
     folder) still needs; returns how many were warmed, None when skipped (CPU, `--no-prewarm`).
     A line per case goes to `log` (the run's longca.log) where given, else to `say`."""

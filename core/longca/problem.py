@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +35,7 @@ class Problem:
     seed: int = 0
     mask_params: dict[str, Any] = field(default_factory=dict)
     sampler_params: dict[str, Any] = field(default_factory=dict)
-    strategy: Optional[str] = None
+    strategy: str | None = None
     world_size: int = 1
     strategy_options: dict[str, Any] = field(default_factory=dict)
 
@@ -65,7 +65,7 @@ class Problem:
     def device_type(self) -> str:
         return self.device.split(":")[0]
 
-    def with_(self, **changes: Any) -> "Problem":
+    def with_(self, **changes: Any) -> Problem:
         return replace(self, **changes)
 
     def key(self) -> str:
@@ -93,7 +93,7 @@ def _sample_documents(problem: Problem, registry: Registry, rng: np.random.Gener
     return draw
 
 
-def lengths_problem(lengths: Any, total: int) -> Optional[str]:
+def lengths_problem(lengths: Any, total: int) -> str | None:
     """Why a sampler's answer is not document lengths for `total` tokens, or None."""
     arr = np.asarray(lengths)
     if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
@@ -111,7 +111,7 @@ def _plugin(registry: Registry, kind: str, name: str) -> str:
     return f"plugin {info.name} ({info.distribution})"
 
 
-def check_mask_params(problem: Problem, registry: Optional[Registry] = None) -> None:
+def check_mask_params(problem: Problem, registry: Registry | None = None) -> None:
     """Unknown mask parameters and lengths the mask cannot take are errors, before anything runs."""
     spec = (registry or get_registry()).mask(problem.mask)
     for name in problem.mask_params:
@@ -123,7 +123,7 @@ def check_mask_params(problem: Problem, registry: Optional[Registry] = None) -> 
                           f"{spec.seqlen_multiple}, got {problem.seqlen}")
 
 
-def build_mask(problem: Problem, sample: int = 0, registry: Optional[Registry] = None) -> Mask:
+def build_mask(problem: Problem, sample: int = 0, registry: Registry | None = None) -> Mask:
     """The mask of a problem; `sample` selects another draw with the same seed (document masks)."""
     registry = registry or get_registry()
     check_mask_params(problem, registry)

@@ -6,6 +6,7 @@ and leads its own process group, so stopping it stops whatever it started too.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import multiprocessing
 import os
@@ -13,7 +14,8 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 PRELOAD = ("torch", "torch.distributed", "longca.measure", "longca.plugins")
 _PR_SET_PDEATHSIG = 1
@@ -49,7 +51,7 @@ def start(process: Any) -> None:
         spawn.get_preparation_data = original
 
 
-def become_worker(parent_pid: int, environ: Optional[dict[str, str]] = None) -> None:
+def become_worker(parent_pid: int, environ: dict[str, str] | None = None) -> None:
     """First thing a worker does: die with its parent, lead a process group, take the parent's environment.
 
     `parent_pid` is the supervisor's pid: when it is gone already (killed while this process
@@ -63,10 +65,8 @@ def become_worker(parent_pid: int, environ: Optional[dict[str, str]] = None) -> 
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         except (OSError, AttributeError):
             pass
-    try:
+    with contextlib.suppress(OSError):
         os.setpgid(0, 0)
-    except OSError:
-        pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
     _release_fork_server()
     if not _alive(parent_pid):
@@ -83,7 +83,7 @@ def _release_fork_server() -> None:
         fd = getattr(forkserver._forkserver, "_forkserver_alive_fd", None)  # noqa: SLF001 - no public way
         if fd is not None:
             os.close(fd)
-            setattr(forkserver._forkserver, "_forkserver_alive_fd", None)  # noqa: SLF001
+            setattr(forkserver._forkserver, "_forkserver_alive_fd", None)  # noqa: B010, SLF001 - private, absent from the stubs
     except (ImportError, AttributeError, OSError):
         pass
 
@@ -126,13 +126,11 @@ def kill_tree(process: Any) -> None:
                 kill()
             except (ProcessLookupError, PermissionError, OSError):
                 continue
-    try:
+    with contextlib.suppress(AssertionError, OSError):
         process.join(timeout=10)
-    except (AssertionError, OSError):
-        pass
 
 
-def exit_description(exitcode: Optional[int]) -> str:
+def exit_description(exitcode: int | None) -> str:
     """'signal SIGSEGV' or 'exit code 3'."""
     if exitcode is None:
         return "no exit code"

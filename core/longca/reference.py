@@ -8,7 +8,7 @@ context-parallel strategy.
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Union
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -18,8 +18,8 @@ from .masks import slices as sl
 from .masks.mask import Mask
 
 # rows -> (first key, end key, bool tensor (groups, rows, keys)) or None when the rows see nothing
-MaskRows = Callable[[int, int], Optional[tuple[int, int, torch.Tensor]]]
-MaskSource = Union[Mask, np.ndarray]
+MaskRows = Callable[[int, int], tuple[int, int, torch.Tensor] | None]
+MaskSource = Mask | np.ndarray
 CHUNK_ELEMENTS = 1 << 25
 
 
@@ -59,12 +59,12 @@ def _group_mask(m: torch.Tensor, heads: int) -> torch.Tensor:
     return m if m.shape[0] == 1 else m.repeat_interleave(heads // m.shape[0], dim=0)
 
 
-def _scale(q: torch.Tensor, softmax_scale: Optional[float]) -> float:
+def _scale(q: torch.Tensor, softmax_scale: float | None) -> float:
     return softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
 
 
-def forward_lse(q, k, v, source: MaskSource, softmax_scale: Optional[float] = None,
-                rows: Optional[tuple[int, int]] = None):
+def forward_lse(q, k, v, source: MaskSource, softmax_scale: float | None = None,
+                rows: tuple[int, int] | None = None):
     """Attention output (q's dtype) and lse (float32, natural log, (B, Hq, Sq); -inf on empty rows).
 
     With `rows = (r0, r1)`, only those query rows of the whole problem (q is still the whole q):
@@ -92,7 +92,7 @@ def forward_lse(q, k, v, source: MaskSource, softmax_scale: Optional[float] = No
     return out.transpose(1, 2).to(q.dtype), lse
 
 
-def backward_lse(dout, q, k, v, out, lse, source: MaskSource, softmax_scale: Optional[float] = None):
+def backward_lse(dout, q, k, v, out, lse, source: MaskSource, softmax_scale: float | None = None):
     """Gradients (dq, dk, dv) in the inputs' dtypes, from the forward's output and lse."""
     batch, seqlen_q, heads, _ = q.shape
     seqlen_k, heads_kv = k.shape[1], k.shape[2]
@@ -124,7 +124,7 @@ def backward_lse(dout, q, k, v, out, lse, source: MaskSource, softmax_scale: Opt
     return dq.transpose(1, 2).to(q.dtype), fold(dk, k), fold(dv, v)
 
 
-def attention(q, k, v, source: MaskSource, softmax_scale: Optional[float] = None) -> torch.Tensor:
+def attention(q, k, v, source: MaskSource, softmax_scale: float | None = None) -> torch.Tensor:
     """Exact masked attention with autograd; q (B, Sq, Hq, D), k and v (B, Sk, Hkv, D)."""
     return lse_attention(lambda q_, k_, v_: forward_lse(q_, k_, v_, source, softmax_scale),
                          lambda dout, q_, k_, v_, out, lse: backward_lse(dout, q_, k_, v_, out, lse, source,

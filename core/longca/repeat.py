@@ -8,8 +8,8 @@ cases, a repeat cut short finishes, repeats not started yet start.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 from .analysis import existing_runs
 from .errors import LongcaError
@@ -45,8 +45,8 @@ def check_layout(output: Path, runs: int) -> None:
 
 
 def run_repeats(spec: SweepSpec, output: Path, runs: int, resume: bool = False,
-                on_case: Optional[Callable[[Problem, Optional[ResultRow]], None]] = None,
-                registry: Optional[Registry] = None, cases: Optional[list[Problem]] = None) -> list[Path]:
+                on_case: Callable[[Problem, ResultRow | None], None] | None = None,
+                registry: Registry | None = None, cases: list[Problem] | None = None) -> list[Path]:
     """The whole grid `runs` times, one repeat after the other (`cases`: the grid already
     expanded); returns the results files written."""
     folders = run_folders(output, runs)

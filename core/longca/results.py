@@ -12,9 +12,10 @@ import json
 import logging
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal, Optional, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -39,7 +40,7 @@ class ResultRow(BaseModel):
     schema_version: int = SCHEMA_VERSION
     # the problem
     kernel: str
-    strategy: Optional[str] = None
+    strategy: str | None = None
     world_size: int = 1
     mask: str
     mask_params: dict[str, Any] = {}
@@ -54,39 +55,39 @@ class ResultRow(BaseModel):
     dtype: Literal["bfloat16", "float16", "float32"]
     direction: Literal["fwd", "bwd", "fwdbwd"]
     device: str = "cpu"
-    strategy_options: Optional[dict[str, Any]] = None
-    case_id: Optional[str] = None
+    strategy_options: dict[str, Any] | None = None
+    case_id: str | None = None
     # the outcome
     status: Status
-    reason: Optional[str] = None
-    phase: Optional[str] = None  # the phase a failed or timed-out case was in (prepare, timing, check, ...)
-    failed_rank: Optional[int] = None  # CP rows: the first rank that failed
+    reason: str | None = None
+    phase: str | None = None  # the phase a failed or timed-out case was in (prepare, timing, check, ...)
+    failed_rank: int | None = None  # CP rows: the first rank that failed
     checked: Checked = "no"  # full: compared with the reference; spot: part of it; no: not compared
     # the measurement
-    area: Optional[float] = None
-    flops: Optional[float] = None
-    ms_median: Optional[float] = None
-    ms_p20: Optional[float] = None
-    ms_p80: Optional[float] = None
-    iter_times_ms: Optional[list[float]] = None
-    tflops: Optional[float] = None
-    peak_mem_bytes: Optional[int] = None
-    prepare_ms: Optional[float] = None
-    rel_err: Optional[float] = None
-    rel_err_detail: Optional[dict[str, Optional[float]]] = None
-    backend: Optional[str] = None
-    samples: Optional[int] = None
-    ms_max_rank: Optional[float] = None
-    balance: Optional[dict[str, Any]] = None
-    matmul_peak_tflops: Optional[float] = None  # the run's best matmul of the row's dtype
-    matmul_peak_shape: Optional[str] = None  # the shape that gave it ("16384³"); None: a single-shape peak
-    gpu: Optional[str] = None  # torch.cuda.get_device_name; None on a CPU
-    datasheet_peak_tflops: Optional[float] = None  # the GPU model's dense datasheet figure (longca.peaks)
+    area: float | None = None
+    flops: float | None = None
+    ms_median: float | None = None
+    ms_p20: float | None = None
+    ms_p80: float | None = None
+    iter_times_ms: list[float] | None = None
+    tflops: float | None = None
+    peak_mem_bytes: int | None = None
+    prepare_ms: float | None = None
+    rel_err: float | None = None
+    rel_err_detail: dict[str, float | None] | None = None
+    backend: str | None = None
+    samples: int | None = None
+    ms_max_rank: float | None = None
+    balance: dict[str, Any] | None = None
+    matmul_peak_tflops: float | None = None  # the run's best matmul of the row's dtype
+    matmul_peak_shape: str | None = None  # the shape that gave it ("16384³"); None: a single-shape peak
+    gpu: str | None = None  # torch.cuda.get_device_name; None on a CPU
+    datasheet_peak_tflops: float | None = None  # the GPU model's dense datasheet figure (longca.peaks)
     # NVML readings when the timed calls started and ended (longca.gpustate); {"unknown": why} without NVML
-    gpu_state_before: Optional[dict[str, Any]] = None
-    gpu_state_after: Optional[dict[str, Any]] = None
-    timing: Optional[str] = None  # events, cuda_graph or profiler (longca.timing); None: events (older rows)
-    caveat: Optional[str] = None  # what the number must be read with (KernelSpec.caveat: a slow fallback path)
+    gpu_state_before: dict[str, Any] | None = None
+    gpu_state_after: dict[str, Any] | None = None
+    timing: str | None = None  # events, cuda_graph or profiler (longca.timing); None: events (older rows)
+    caveat: str | None = None  # what the number must be read with (KernelSpec.caveat: a slow fallback path)
 
     # read access by field name, for code that treats rows as mappings
     def __getitem__(self, name: str) -> Any:
@@ -128,7 +129,7 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
-def is_unavailable(row: Union[ResultRow, dict[str, Any]]) -> bool:
+def is_unavailable(row: ResultRow | dict[str, Any]) -> bool:
     return row.get("status") == "unsupported" and str(row.get("reason") or "").startswith(UNAVAILABLE)
 
 
@@ -148,7 +149,7 @@ def new_row(problem: Problem, **outcome: Any) -> ResultRow:
         device=problem.device, case_id=case_id(problem), **outcome))
 
 
-def as_row(data: Union[ResultRow, dict[str, Any]]) -> ResultRow:
+def as_row(data: ResultRow | dict[str, Any]) -> ResultRow:
     return data if isinstance(data, ResultRow) else ResultRow.model_validate(data)
 
 
@@ -190,11 +191,11 @@ def parse_lines(data: bytes) -> ReadResult:
     return out
 
 
-def read_results(path: Union[Path, str]) -> ReadResult:
+def read_results(path: Path | str) -> ReadResult:
     return parse_lines(Path(path).read_bytes())
 
 
-def read_rows(path: Union[Path, str]) -> list[ResultRow]:
+def read_rows(path: Path | str) -> list[ResultRow]:
     """The readable rows of a results.jsonl (see `read_results` for the lines that are not)."""
     return read_results(path).rows
 
@@ -216,7 +217,7 @@ class ResultsWriter:
             log.warning("%s line %d: %s; its case runs again", self.path, number, why)
         return {row.case_id for row in read.rows if row.case_id and not is_unavailable(row)}
 
-    def append(self, row: Union[ResultRow, dict[str, Any]]) -> None:
+    def append(self, row: ResultRow | dict[str, Any]) -> None:
         """One whole line, flushed and fsynced."""
         line = as_row(row).to_json() + "\n"
         with self.path.open("a") as f:

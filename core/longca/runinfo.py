@@ -8,14 +8,14 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from . import __version__
 
 RUNS_FILE = "runs.jsonl"
 
 
-def installed_version(*distributions: str) -> Optional[str]:
+def installed_version(*distributions: str) -> str | None:
     """The version of the first of `distributions` that is installed, or None (a library's names vary)."""
     from importlib import metadata
 
@@ -31,7 +31,7 @@ def _default(value: Any) -> Any:
     return value.tolist() if hasattr(value, "tolist") else str(value)
 
 
-def _git_commit() -> Optional[str]:
+def _git_commit() -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
                              cwd=Path(__file__).resolve().parent)
@@ -64,7 +64,7 @@ def environment(registry=None) -> dict[str, Any]:
     return env
 
 
-def _driver_version() -> Optional[str]:
+def _driver_version() -> str | None:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=10)
@@ -73,7 +73,7 @@ def _driver_version() -> Optional[str]:
         return None
 
 
-def record_run(directory: Path, extra: Optional[dict[str, Any]] = None, registry=None) -> dict[str, Any]:
+def record_run(directory: Path, extra: dict[str, Any] | None = None, registry=None) -> dict[str, Any]:
     """Append this run's environment (and `extra`) as one line of DIRECTORY/runs.jsonl; its number is `run`."""
     env = environment(registry)
     env.update(extra or {})

@@ -7,7 +7,7 @@ tokens still unfilled, so the last one is usually truncated and the lengths sum 
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 import numpy as np
@@ -24,14 +24,14 @@ CORPORA = {
 AUTO_THRESHOLDS = ((12 * 1024, "pile"), (64 * 1024, "prolong64k"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_buckets(corpus: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(lows, highs, probabilities) of a shipped distribution, probabilities normalised."""
     text = resources.files("longca").joinpath("data", "doc_lengths", f"{corpus}.json").read_text()
     items = json.loads(text).items()
     bounds = [tuple(int(x) for x in key.strip("[)").split(",")) for key, _ in items]
     probs = np.array([p for _, p in items], dtype=np.float64)
-    lows, highs = (np.array(x, dtype=np.int64) for x in zip(*bounds))
+    lows, highs = (np.array(x, dtype=np.int64) for x in zip(*bounds, strict=False))
     return lows, highs, probs / probs.sum()
 
 
@@ -71,7 +71,7 @@ def sample_corpus(corpus: str, total: int, rng: np.random.Generator, max_len: in
     return _fill(total, draw)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_magi() -> tuple[np.ndarray, np.ndarray]:
     """(document length, count) of MagiAttention's CP-benchmark distribution: each bin at its midpoint,
     as that benchmark's sampler takes it (see data/doc_lengths/README.md)."""

@@ -1,8 +1,9 @@
 """The typed objects plugins register through the hooks (see `hookspecs`)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -50,13 +51,13 @@ class RunFn(Protocol):
 class SupportsFn(Protocol):
     """`supports(problem) -> None | reason`: refusals beyond the declared fields; never raises."""
 
-    def __call__(self, problem: Problem, /) -> Optional[str]: ...
+    def __call__(self, problem: Problem, /) -> str | None: ...
 
 
 class SupportsMaskFn(Protocol):
     """`supports_mask(problem, mask) -> None | reason`: refusals from the mask built for the run."""
 
-    def __call__(self, problem: Problem, mask: Mask, /) -> Optional[str]: ...
+    def __call__(self, problem: Problem, mask: Mask, /) -> str | None: ...
 
 
 class MemoryFn(Protocol):
@@ -69,14 +70,14 @@ class ForwardFn(Protocol):
     """`forward_lse(q, k, v, slices, softmax_scale=None) -> (out, lse)`; lse float32 natural log, (B, Hq, Sq)."""
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slices: np.ndarray,
-                 softmax_scale: Optional[float] = None, /) -> tuple[torch.Tensor, torch.Tensor]: ...
+                 softmax_scale: float | None = None, /) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
 class BackwardFn(Protocol):
     """`backward_lse(dout, q, k, v, out, lse, slices, softmax_scale=None) -> (dq, dk, dv)` from the merged out, lse."""
 
     def __call__(self, dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
-                 lse: torch.Tensor, slices: np.ndarray, softmax_scale: Optional[float] = None,
+                 lse: torch.Tensor, slices: np.ndarray, softmax_scale: float | None = None,
                  /) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
 
 
@@ -89,7 +90,7 @@ class StrategyPrepareFn(Protocol):
 class StrategySupportsFn(Protocol):
     """`supports(problem, options) -> None | reason`."""
 
-    def __call__(self, problem: Problem, options: dict[str, Any], /) -> Optional[str]: ...
+    def __call__(self, problem: Problem, options: dict[str, Any], /) -> str | None: ...
 
 
 class ResolveOptionsFn(Protocol):
@@ -117,14 +118,14 @@ class MaskSpec:
     name: str
     kind: MaskKind
     description: str
-    build: Callable[["MaskContext"], "Mask"]
+    build: Callable[[MaskContext], Mask]
     params: dict[str, str] = field(default_factory=dict)  # parameter name -> what it means
     uses_documents: bool = False
     seqlen_multiple: int = 1
     aliases: dict[str, str] = field(default_factory=dict)  # short name -> parameter (`w` -> `window`)
     # flex_mask_mod(mask, device) -> FlexAttention mask_mod for one draw, as a Flex user writes it
     # (`longca.masks.mask_mods`); None: Flex kernels use the generic FlashMask-bounds form.
-    flex_mask_mod: Optional[Callable[["Mask", Any], Callable[..., Any]]] = None
+    flex_mask_mod: Callable[[Mask, Any], Callable[..., Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ class SamplerSpec:
 
     name: str
     description: str
-    sample: Callable[..., "np.ndarray"]
+    sample: Callable[..., np.ndarray]
     params: dict[str, str] = field(default_factory=dict)
 
 
@@ -159,22 +160,22 @@ class KernelSpec:
     prepare: PrepareFn
     run: RunFn
     dtypes: tuple[DType, ...] = DTYPES
-    head_dims: Optional[tuple[int, ...]] = None  # None: any
+    head_dims: tuple[int, ...] | None = None  # None: any
     gqa: bool = True
     backward: bool = True
     devices: tuple[Device, ...] = DEVICES
-    min_compute_capability: Optional[tuple[int, int]] = None
-    available: Callable[[], Optional[str]] = lambda: None
-    supports: Optional[SupportsFn] = None
-    supports_mask: Optional[SupportsMaskFn] = None
-    forward_lse: Optional[ForwardFn] = None
-    backward_lse: Optional[BackwardFn] = None
+    min_compute_capability: tuple[int, int] | None = None
+    available: Callable[[], str | None] = lambda: None
+    supports: SupportsFn | None = None
+    supports_mask: SupportsMaskFn | None = None
+    forward_lse: ForwardFn | None = None
+    backward_lse: BackwardFn | None = None
     backend: Callable[[], str] = lambda: ""  # which implementation runs, recorded in results
     # caveat(problem) -> what a row of this problem must say beside its number (a slow fallback path), or None;
     # recorded as the row's `caveat`, marked in every report cell
-    caveat: Optional[Callable[["Problem"], Optional[str]]] = None
+    caveat: Callable[[Problem], str | None] | None = None
     # bytes a problem needs (longca.memory.linear / quadratic); None: the O(S) flash-family model
-    memory: Optional[MemoryFn] = None
+    memory: MemoryFn | None = None
     # compiled per mask, shape and direction on first use (torch.compile, Triton): `longca bench` on
     # CUDA compiles its cases first in parallel processes (longca.prewarm), a warm-up of the caches only
     compiles: bool = False
@@ -210,11 +211,11 @@ class CPStrategySpec:
     dispatch: Callable[[torch.Tensor, Any], torch.Tensor]
     attention: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Any], torch.Tensor]
     undispatch: Callable[[torch.Tensor, Any], torch.Tensor]
-    supports: Optional[StrategySupportsFn] = None
-    resolve_options: Optional[ResolveOptionsFn] = None
+    supports: StrategySupportsFn | None = None
+    resolve_options: ResolveOptionsFn | None = None
     options: dict[str, str] = field(default_factory=dict)
-    schedule: Optional[ScheduleFn] = None
-    variants: Optional[VariantsFn] = None
+    schedule: ScheduleFn | None = None
+    variants: VariantsFn | None = None
 
     def option_variants(self, world: int, heads_q: int, gpus_per_node: int) -> list[dict[str, Any]]:
         """The option sets to try: `variants(...)`, or the defaults only."""

@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any, Callable, Optional
+from typing import Any
 
 from . import procs, warnlog
 from .errors import LongcaError
@@ -38,7 +39,7 @@ def describe(problem: Problem) -> str:
             f"d{problem.head_dim} {problem.dtype} {problem.direction} on {problem.device}")
 
 
-def check_timeout(value: Optional[float]) -> None:
+def check_timeout(value: float | None) -> None:
     if value is not None and not (isinstance(value, (int, float)) and 0 < value < 1e9):
         raise LongcaError(f"timeout must be a positive number of seconds, got {value!r}")
 
@@ -107,7 +108,7 @@ class Supervisor:
             self._conn.close()
         self._process = self._conn = None
 
-    def run(self, problem: Problem, options: RunOptions, timeout_s: Optional[float] = None) -> ResultRow:
+    def run(self, problem: Problem, options: RunOptions, timeout_s: float | None = None) -> ResultRow:
         check_timeout(timeout_s)
         deadline_s = timeout_s or default_timeout(problem, options)
         if self._process is None or not self._process.is_alive():
@@ -160,7 +161,7 @@ class Supervisor:
                 pass
         self._stop()
 
-    def __enter__(self) -> "Supervisor":
+    def __enter__(self) -> Supervisor:
         return self
 
     def __exit__(self, *exc: object) -> None:

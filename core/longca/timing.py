@@ -8,7 +8,8 @@ the time inside the top-level torch ops). A row records its mode (`timing`)."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -48,14 +49,14 @@ def time_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, rep
         return times
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
-    for start_event, end_event in zip(starts, ends):
+    for start_event, end_event in zip(starts, ends, strict=True):
         if flush_l2:
             _flush(device)
         start_event.record()
         fn()
         end_event.record()
     torch.cuda.synchronize(device)
-    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
 
 
 def time_interleaved(fns: dict[str, Callable[[], object]], device: torch.device, warmup: int = 2,

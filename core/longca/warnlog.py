@@ -6,18 +6,18 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any
 
 ENV = "LONGCA_WARNINGS_LOG"
 
 
-def to_file(path: Union[str, Path]) -> Any:
+def to_file(path: str | Path) -> Any:
     """Send every shown warning of this process to `path` (appended); returns the previous handler."""
     target = Path(path)
     previous = warnings.showwarning
 
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
-             line: Optional[str] = None) -> None:
+             line: str | None = None) -> None:
         with target.open("a") as f:
             f.write(f"[pid {os.getpid()}] " + warnings.formatwarning(message, category, filename, lineno, line))
 

@@ -47,7 +47,7 @@ def test_reference_matches_float64(name, monkeypatch):
     assert_close(out, want, 1e-5, "out")
     assert_close(lse, want_lse, 1e-5, "lse")
     got_grads = torch.autograd.grad(reference.attention(qf, kf, vf, mask), (qf, kf, vf), dout.float())
-    for name, g, w in zip("qkv", got_grads, want_grads):
+    for name, g, w in zip("qkv", got_grads, want_grads, strict=True):
         assert_close(g, w, 1e-4, f"d{name}")  # the backward chains three such sums
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -14,9 +13,9 @@ from . import render
 
 
 def comm_bench(
-    nproc: Optional[int] = typer.Option(None, help="processes to start on this host (default: torchrun's, else 2)"),
-    backend: Optional[str] = typer.Option(None, help="nccl or gloo (default: nccl on cuda, gloo on cpu)"),
-    device: Optional[str] = typer.Option(None, help="cpu or cuda (default: cuda when present)"),
+    nproc: int | None = typer.Option(None, help="processes to start on this host (default: torchrun's, else 2)"),
+    backend: str | None = typer.Option(None, help="nccl or gloo (default: nccl on cuda, gloo on cpu)"),
+    device: str | None = typer.Option(None, help="cpu or cuda (default: cuda when present)"),
     sizes: str = typer.Option("1M,4M,16M,64M", help="message sizes (bytes), comma-separated"),
     repeat: int = typer.Option(10, help="timed runs per size"),
     output: Path = typer.Option(Path("comm-calibration.json"), help="calibration file to write"),
@@ -26,11 +25,10 @@ def comm_bench(
     """Time all-to-all, all-gather, reduce-scatter and ring send/recv; fit bandwidth and latency per kind."""
     if fmt not in ("table", "json"):
         raise LongcaError(f"unknown format {fmt!r}; known: table, json")
-    from longca_sim.commbench import bench_in_group, calibration
-    from longca_cp.launch import default_backend, init_group, spawn, under_torchrun
-    from longca.sizes import parse_size
-
     from longca.given import default_device
+    from longca.sizes import parse_size
+    from longca_cp.launch import default_backend, init_group, spawn, under_torchrun
+    from longca_sim.commbench import bench_in_group, calibration
 
     device = device or default_device()
     backend = backend or default_backend(device)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -26,11 +26,11 @@ def parse_threshold(text: str) -> float:
     return value / 100
 
 
-def _r(value: Optional[float], digits: int = 3) -> str:
+def _r(value: float | None, digits: int = 3) -> str:
     return "" if value is None else f"{value:.{digits}f}"
 
 
-def _tf(value: Optional[float]) -> str:
+def _tf(value: float | None) -> str:
     return "" if value is None else f"{value:.1f}" if value >= 10 else f"{value:.3g}"
 
 
@@ -109,7 +109,7 @@ def compare(
     threshold: str = typer.Option("3%", help="the gate fails on a case slower than this with confidence"),
     confidence: float = typer.Option(0.95, min=0.5, max=0.999, help="confidence of the intervals"),
     fmt: str = typer.Option("markdown", "--format", "-f", help="markdown, json or html"),
-    output: Optional[Path] = typer.Option(None, help="write to this file instead of stdout"),
+    output: Path | None = typer.Option(None, help="write to this file instead of stdout"),
 ) -> None:
     """Compare two runs case by case: ratio with a confidence interval, faster / slower / same within
     noise, geometric means, a machine control; exit 1 when a case is slower than --threshold."""

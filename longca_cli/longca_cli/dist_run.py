@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any
 
 import typer
 
@@ -42,8 +42,8 @@ def _show(rows: list[Any], fmt: str) -> None:
 def dist_run(
     strategy: str = typer.Option(..., help="CP strategy (see list-cp); several comma-separated, or all"),
     inner: str = typer.Option("reference", help="inner kernel: any kernel with forward_lse/backward_lse"),
-    nproc: Optional[int] = typer.Option(None, help="processes to start on this host (default: torchrun's, else 1)"),
-    backend: Optional[str] = typer.Option(None, help="nccl or gloo (default: nccl on cuda, gloo on cpu)"),
+    nproc: int | None = typer.Option(None, help="processes to start on this host (default: torchrun's, else 1)"),
+    backend: str | None = typer.Option(None, help="nccl or gloo (default: nccl on cuda, gloo on cpu)"),
     mask: str = opt.Mask(),
     seqlen: str = opt.Seqlen("8k", "total tokens of the global sequence (all ranks together)"),
     heads: str = opt.Heads(),
@@ -51,19 +51,19 @@ def dist_run(
     batch: int = opt.Batch,
     dtype: str = opt.Dtype,
     direction: str = opt.Direction,
-    device: Optional[str] = opt.Device,
+    device: str | None = opt.Device,
     sampler: str = opt.Sampler,
     seed: int = opt.Seed,
-    mask_param: Optional[List[str]] = opt.MaskParam,
-    sampler_param: Optional[List[str]] = opt.SamplerParam,
-    option: Optional[List[str]] = typer.Option(None, "--option", help="strategy option, e.g. ulysses_degree=2"),
+    mask_param: list[str] | None = opt.MaskParam,
+    sampler_param: list[str] | None = opt.SamplerParam,
+    option: list[str] | None = typer.Option(None, "--option", help="strategy option, e.g. ulysses_degree=2"),
     warmup: int = opt.Warmup,
     repeat: int = opt.Repeat,
     samples: int = opt.Samples,
     check: bool = typer.Option(False, "--check", help="compare output (and gradients) with the float32 reference"),
-    timeout: Optional[float] = typer.Option(None, help="seconds each case may take; its group is then torn down "
+    timeout: float | None = typer.Option(None, help="seconds each case may take; its group is then torn down "
                                                        "(default: scaled with the case's FLOPs)"),
-    output: Optional[Path] = typer.Option(None, help="also append the row to OUTPUT/results.jsonl"),
+    output: Path | None = typer.Option(None, help="also append the row to OUTPUT/results.jsonl"),
     fmt: str = opt.Format,
 ) -> None:
     """Measure context-parallel strategies on one case: one row each, TFLOP/s per GPU from the mean rank time."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from typing import Any, Optional
+from typing import Any
 
 from longca import analysis
 from longca.analysis import Results
@@ -194,8 +194,8 @@ def _json_for_script(value: Any) -> str:
 
 
 def page(title: str, intro_html: str, rows: list[dict[str, Any]], columns: list[dict[str, Any]],
-         filters: list[dict[str, str]], chart: Optional[dict[str, Any]] = None,
-         colours: Optional[dict[str, str]] = None, outro_html: str = "") -> str:
+         filters: list[dict[str, str]], chart: dict[str, Any] | None = None,
+         colours: dict[str, str] | None = None, outro_html: str = "") -> str:
     """The page: `rows` hold the shown fields plus `record` (the full row, shown on hover)."""
     data = {"rows": rows, "columns": columns, "filters": filters, "chart": chart, "colours": colours or {}}
     charts = ('<h2>Plots</h2><p>TFLOP/s against length for the rows the filters leave, a panel per mask and '

@@ -6,8 +6,9 @@ import functools
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import Any
 
 import typer
 
@@ -83,8 +84,8 @@ def plugins(fmt: str = FormatOpt) -> None:
 @cli_errors
 def new_plugin(
     name: str = typer.Argument(..., help="plugin and kernel name: lower-case letters, digits, '_'"),
-    output: Optional[Path] = typer.Option(None, help="folder to create (default: ./longca-plugin-NAME)"),
-    template: Optional[Path] = typer.Option(None, help="template folder (default: the one shipped with longca-cli)"),
+    output: Path | None = typer.Option(None, help="folder to create (default: ./longca-plugin-NAME)"),
+    template: Path | None = typer.Option(None, help="template folder (default: the one shipped with longca-cli)"),
 ) -> None:
     """Create a kernel plugin from the template; it installs and passes its tests as it stands."""
     from .newplugin import create_plugin, next_steps
@@ -144,17 +145,17 @@ def run(
     batch: int = opt.Batch,
     dtype: str = opt.Dtype,
     direction: str = opt.Direction,
-    device: Optional[str] = opt.Device,
+    device: str | None = opt.Device,
     sampler: str = opt.Sampler,
     seed: int = opt.Seed,
-    mask_param: Optional[List[str]] = opt.MaskParam,
-    sampler_param: Optional[List[str]] = opt.SamplerParam,
+    mask_param: list[str] | None = opt.MaskParam,
+    sampler_param: list[str] | None = opt.SamplerParam,
     warmup: int = opt.Warmup,
     repeat: int = opt.Repeat,
     samples: int = opt.Samples,
     check: bool = typer.Option(False, "--check/--no-check", help="compare with the float32 reference"),
-    output: Optional[Path] = typer.Option(None, help="also append the row to OUTPUT/results.jsonl"),
-    timeout: Optional[float] = typer.Option(None, help="seconds the case may take (default: scaled with its FLOPs)"),
+    output: Path | None = typer.Option(None, help="also append the row to OUTPUT/results.jsonl"),
+    timeout: float | None = typer.Option(None, help="seconds the case may take (default: scaled with its FLOPs)"),
     timing: str = typer.Option("events", help="events (CUDA events, L2 flushed), cuda_graph (replays of one "
                                               "capture, CUDA only) or profiler (device kernel time)"),
     fmt: str = FormatOpt,
@@ -195,14 +196,14 @@ def run(
 @cli_errors
 def sweep(
     spec: Path = typer.Argument(..., help="sweep spec TOML (see contrib/specs/)"),
-    output: Optional[Path] = typer.Option(None, help="results folder (default: the spec's output, or results/NAME)"),
+    output: Path | None = typer.Option(None, help="results folder (default: the spec's output, or results/NAME)"),
     resume: bool = typer.Option(False, "--resume/--no-resume", help="skip cases already in OUTPUT/results.jsonl"),
     dry_run: bool = typer.Option(False, "--dry-run/--no-dry-run", help="list the cases and exit"),
-    device: Optional[str] = typer.Option(None, help="cpu or cuda: overrides the spec's device"),
-    max_minutes: Optional[float] = typer.Option(
+    device: str | None = typer.Option(None, help="cpu or cuda: overrides the spec's device"),
+    max_minutes: float | None = typer.Option(
         None, "--max-minutes", min=0, help="start no new case after this many minutes (the running one finishes); "
                                            "continue later with --resume"),
-    kernels: Optional[str] = typer.Option(None, "--kernels", help="run only these of the spec's kernels, "
+    kernels: str | None = typer.Option(None, "--kernels", help="run only these of the spec's kernels, "
                                                                   "comma-separated (e.g. those installed now)"),
 ) -> None:
     """Run a grid from a TOML spec; rows are appended to OUTPUT/results.jsonl as they finish."""
@@ -264,9 +265,9 @@ def bench(
                                                                       "kernels in parallel processes (no measurement)"),
 ) -> None:
     """The default benchmark: the paper's dense setting at 4K-16K on a GPU, else a small CPU run; then the report."""
+    from longca.given import default_device
     from longca.prewarm import before_bench
     from longca.repeat import check_layout, run_folders, run_repeats
-    from longca.given import default_device
     from longca.sweep import plan
 
     from .report import write_report
@@ -290,8 +291,8 @@ def bench(
 @app.command()
 @cli_errors
 def report(
-    results: List[Path] = typer.Argument(..., help="results.jsonl files, or folders holding one (merged)"),
-    output: Optional[Path] = typer.Option(
+    results: list[Path] = typer.Argument(..., help="results.jsonl files, or folders holding one (merged)"),
+    output: Path | None = typer.Option(
         None, help="folder for report.md, report.csv and plots (default: beside the first results)"),
     plots: bool = typer.Option(True, help="write PNG plots"),
     memory: bool = typer.Option(False, help="add tables and plots of each case's peak GPU memory (GiB), "
@@ -325,8 +326,8 @@ def show_mask(
     heads: str = opt.Heads("1:1", "heads, for block-sparse masks (one mask per head or KV group)"),
     sampler: str = opt.Sampler,
     seed: int = opt.Seed,
-    mask_param: Optional[List[str]] = opt.MaskParam,
-    output: Optional[Path] = typer.Option(None, help="PNG path (default: NAME.png)"),
+    mask_param: list[str] | None = opt.MaskParam,
+    output: Path | None = typer.Option(None, help="PNG path (default: NAME.png)"),
     fmt: str = typer.Option("png", "--format", "-f", help="png or json (slices and drawn parameters)"),
 ) -> None:
     """Draw a mask as a PNG, or print its slices and every drawn parameter as JSON."""

@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Optional
 
 from longca.errors import LongcaError
 from longca.outdir import check_writable_folder
@@ -22,7 +21,7 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 SKIP = {"__pycache__", "build", "dist", ".pytest_cache"}
 
 
-def find_template(explicit: Optional[Path] = None) -> Path:
+def find_template(explicit: Path | None = None) -> Path:
     """The template folder: --template, $LONGCA_PLUGIN_TEMPLATE, or the one shipped as package data."""
     if explicit:
         candidates = [Path(explicit)]
@@ -50,7 +49,7 @@ def _substitute(text: str, mapping: dict[str, str]) -> str:
     return text
 
 
-def check_name(name: str, registered: Optional[dict[str, str]] = None) -> None:
+def check_name(name: str, registered: dict[str, str] | None = None) -> None:
     """A plugin name must be a valid Python identifier part and not shadow a registered kernel."""
     if not NAME_RE.match(name):
         raise LongcaError(f"invalid plugin name {name!r}: use lower-case letters, digits and '_', starting "
@@ -59,8 +58,8 @@ def check_name(name: str, registered: Optional[dict[str, str]] = None) -> None:
         raise LongcaError(f"a kernel named {name!r} is already registered by {registered[name]}; choose another name")
 
 
-def create_plugin(name: str, output: Optional[Path] = None, template: Optional[Path] = None,
-                  registered: Optional[dict[str, str]] = None) -> Path:
+def create_plugin(name: str, output: Path | None = None, template: Path | None = None,
+                  registered: dict[str, str] | None = None) -> Path:
     """Copy the template into `output` (default ./longca-plugin-NAME) under the new name; return it."""
     check_name(name, registered)
     source = find_template(template)

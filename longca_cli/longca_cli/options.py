@@ -1,7 +1,7 @@
 """The problem options run, dist-run, show-mask and recommend share (typer options), declared once."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -25,8 +25,8 @@ Direction = typer.Option("fwd", help="fwd, bwd or fwdbwd")
 Device: Any = typer.Option(None, help="cpu or cuda (default: cuda when present)")
 Sampler = typer.Option("auto", help="document-length sampler (see list-samplers)")
 Seed = typer.Option(0, help="seed of the mask draws and the inputs")
-MaskParam: Optional[Any] = typer.Option(None, "--mask-param", help="override a mask parameter, e.g. window=512")
-SamplerParam: Optional[Any] = typer.Option(None, "--sampler-param", help="sampler parameter, e.g. doc_len=2048")
+MaskParam: Any | None = typer.Option(None, "--mask-param", help="override a mask parameter, e.g. window=512")
+SamplerParam: Any | None = typer.Option(None, "--sampler-param", help="sampler parameter, e.g. doc_len=2048")
 Warmup = typer.Option(5, help="untimed calls before timing")
 Repeat = typer.Option(20, help="timed calls (median reported)")
 Samples = typer.Option(5, help="mask draws for document masks (median reported)")

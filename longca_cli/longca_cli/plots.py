@@ -7,8 +7,9 @@ from __future__ import annotations
 import re
 import textwrap
 import zlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from longca import analysis
 from longca.analysis import Results, Row
@@ -95,10 +96,10 @@ def _figure(panels: list[tuple[str, str]], ncols_masks: int) -> tuple[Any, dict[
     return fig, placed
 
 
-def _finish(fig: Any, title: str, path: Path, extra_handles: Optional[list] = None) -> Path:
+def _finish(fig: Any, title: str, path: Path, extra_handles: list | None = None) -> Path:
     handles: dict[str, Any] = {}
     for ax in fig.axes:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(lab, h)
     # kernels first, then the peak line and the kernel-alone marks
     order = sorted(handles, key=lambda lab: (lab.startswith(("matmul peak", "datasheet peak"))
@@ -113,8 +114,8 @@ def _finish(fig: Any, title: str, path: Path, extra_handles: Optional[list] = No
     return path
 
 
-def _length_figure(results: Results, rows: list[Row], value: Callable[[Row], Optional[float]], ylabel: str,
-                   title: str, path: Path, peak: bool) -> Optional[Path]:
+def _length_figure(results: Results, rows: list[Row], value: Callable[[Row], float | None], ylabel: str,
+                   title: str, path: Path, peak: bool) -> Path | None:
     panels = list(dict.fromkeys((analysis.mask_label(r), r["direction"]) for r in rows))
     if not panels:
         return None

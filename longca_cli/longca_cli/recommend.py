@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -44,15 +43,15 @@ def recommend(
     head_dim: int = opt.HeadDim,
     dtype: str = opt.Dtype,
     batch: int = opt.Batch,
-    kernels: Optional[str] = typer.Option(None, help="inner kernels to consider (default: every one with a fit)"),
+    kernels: str | None = typer.Option(None, help="inner kernels to consider (default: every one with a fit)"),
     strategy: str = typer.Option("all", help="strategies to consider, comma-separated, or all"),
     sampler: str = opt.Sampler,
-    sampler_param: Optional[List[str]] = opt.SamplerParam,
+    sampler_param: list[str] | None = opt.SamplerParam,
     samples: int = typer.Option(3, help="mask draws for document masks"),
     topology: str = typer.Option("h100-sxm", help="h100-sxm or h200-sxm"),
-    calibration: Optional[Path] = typer.Option(None, help="calibration file written by longca comm-bench"),
-    figure: Optional[List[str]] = typer.Option(None, "--set", help="topology figure, e.g. inter.p2p.bandwidth_gbs=40"),
-    results: Optional[List[Path]] = typer.Option(None, "--results",
+    calibration: Path | None = typer.Option(None, help="calibration file written by longca comm-bench"),
+    figure: list[str] | None = typer.Option(None, "--set", help="topology figure, e.g. inter.p2p.bandwidth_gbs=40"),
+    results: list[Path] | None = typer.Option(None, "--results",
                                                  help="result folders: refit kernels, and mark cases measured there"),
     top: int = typer.Option(20, help="lines to print (json prints all)"),
     fmt: str = opt.Format,

@@ -5,7 +5,8 @@ import contextlib
 import io
 import json
 import shutil
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import typer
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 from longca import analysis
 from longca.analysis import Results, Row, Table
@@ -49,7 +50,7 @@ def _value_cell(row: Row, text: str, mark_unchecked: bool) -> str:
     return text
 
 
-def _grid(table: Table, value: Callable[[Row], Optional[float]], fmt: Callable[[float], str], best_name: str,
+def _grid(table: Table, value: Callable[[Row], float | None], fmt: Callable[[float], str], best_name: str,
           lowest: bool, mark_unchecked: bool, extra: Sequence[tuple[str, Callable[[Row], str]]] = ()) -> list[str]:
     header = ["mask", "seqlen", *table.columns, best_name] + [name for name, _ in extra]
     lines = []
@@ -68,7 +69,7 @@ def _grid(table: Table, value: Callable[[Row], Optional[float]], fmt: Callable[[
     return [f"### {table.title}\n", *_md_table(header, lines)]
 
 
-def _fraction(p: Optional[float]) -> str:
+def _fraction(p: float | None) -> str:
     return "" if p is None else f"{p:.0%}" if p >= 0.1 else f"{p:.2g}" if p == 0 else f"{p * 100:.2g}%"
 
 
@@ -276,11 +277,11 @@ def anchors_markdown(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
-def _cv(value: Optional[float]) -> str:
+def _cv(value: float | None) -> str:
     return "" if value is None else f"{value:.2%}" if value < 0.1 else f"{value:.1%}"
 
 
-def markdown(results: Results, memory: bool = False, variation: Optional[list[dict[str, Any]]] = None) -> str:
+def markdown(results: Results, memory: bool = False, variation: list[dict[str, Any]] | None = None) -> str:
     rows = results.rows
     counts = analysis.checked_counts(rows)
     mixed = bool(counts["checked"] and counts["unchecked"])

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any
 
 import typer
 
@@ -42,8 +42,8 @@ def simulate(
     strategy: str = typer.Option("all", help="CP strategies, comma-separated, or all"),
     world_sizes: str = typer.Option("8,16,32,64", help="world sizes (GPUs), 1 to 1,024, comma-separated"),
     mask: str = typer.Option("causal", help="mask name (see list-masks)"),
-    seqlen_per_rank: Optional[str] = typer.Option(None, help="tokens per GPU (the paper's weak scaling), e.g. 8k"),
-    seqlen: Optional[str] = typer.Option(None, help="total tokens instead (the same for every world size)"),
+    seqlen_per_rank: str | None = typer.Option(None, help="tokens per GPU (the paper's weak scaling), e.g. 8k"),
+    seqlen: str | None = typer.Option(None, help="total tokens instead (the same for every world size)"),
     heads: str = typer.Option("64:8", help="query:kv heads"),
     head_dim: int = typer.Option(128),
     batch: int = typer.Option(1),
@@ -52,14 +52,14 @@ def simulate(
     sampler: str = typer.Option("auto", help="document-length sampler"),
     seed: int = typer.Option(0),
     samples: int = typer.Option(3, help="mask draws for document masks (median reported)"),
-    option: Optional[List[str]] = typer.Option(None, "--option", help="strategy option, e.g. ulysses_degree=8"),
+    option: list[str] | None = typer.Option(None, "--option", help="strategy option, e.g. ulysses_degree=8"),
     topology: str = typer.Option("h200-sxm", help="h100-sxm or h200-sxm"),
-    gpus_per_node: Optional[int] = typer.Option(None, help="GPUs per node (default: the preset's 8)"),
-    calibration: Optional[Path] = typer.Option(None, help="calibration file written by longca comm-bench"),
-    figure: Optional[List[str]] = typer.Option(None, "--set", help="topology figure, e.g. inter.p2p.bandwidth_gbs=40"),
-    results: Optional[List[Path]] = typer.Option(None, "--results", help="refit the kernel from these result rows"),
-    fit: Optional[Path] = typer.Option(None, help="kernel fit file (default: the one shipped, from the H200 rows)"),
-    output: Optional[Path] = typer.Option(None, help="also append the simulated rows to OUTPUT/results.jsonl"),
+    gpus_per_node: int | None = typer.Option(None, help="GPUs per node (default: the preset's 8)"),
+    calibration: Path | None = typer.Option(None, help="calibration file written by longca comm-bench"),
+    figure: list[str] | None = typer.Option(None, "--set", help="topology figure, e.g. inter.p2p.bandwidth_gbs=40"),
+    results: list[Path] | None = typer.Option(None, "--results", help="refit the kernel from these result rows"),
+    fit: Path | None = typer.Option(None, help="kernel fit file (default: the one shipped, from the H200 rows)"),
+    output: Path | None = typer.Option(None, help="also append the simulated rows to OUTPUT/results.jsonl"),
     fmt: str = typer.Option("table", "--format", "-f", help="table or json"),
 ) -> None:
     """Simulate CP strategies: per-GPU TFLOP/s, step times, balance, communication and memory per GPU."""

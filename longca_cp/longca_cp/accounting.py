@@ -8,7 +8,7 @@ mask's area and `area_mean` is area / W. `balance` is what every CP row carries.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -16,11 +16,12 @@ from longca.errors import UnsupportedError
 from longca.masks.mask import Mask
 from longca.plugins import Registry, get_registry
 from longca.problem import Problem
+
 from .schedule import CommOp, Schedule
 
 
 def schedule_of(problem: Problem, mask: Mask, options: dict[str, Any],
-                registry: Optional[Registry] = None) -> Schedule:
+                registry: Registry | None = None) -> Schedule:
     """The strategy's schedule for this problem (options resolved); UnsupportedError when it cannot run it."""
     spec = (registry or get_registry()).strategy(problem.strategy)
     if spec.schedule is None:
@@ -78,7 +79,7 @@ def balance_of(totals: RankTotals) -> dict[str, Any]:
 
 
 def balance(problem: Problem, mask: Mask, options: dict[str, Any],
-            registry: Optional[Registry] = None) -> dict[str, Any]:
+            registry: Registry | None = None) -> dict[str, Any]:
     """The balance figures of one mask draw (see the module docstring)."""
     return balance_of(rank_totals(schedule_of(problem, mask, options, registry)))
 

@@ -1,13 +1,14 @@
 """Running a list of inner-kernel calls on local buffers: forward into an accumulator, backward into sums."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
+from longca.merge import GradAccumulator, OutputAccumulator
+
 from .calls import Call
 from .inner import InnerKernel
-from longca.merge import GradAccumulator, OutputAccumulator
 
 
 def _rows(x: torch.Tensor, a: int, b: int) -> torch.Tensor:

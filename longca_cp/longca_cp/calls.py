@@ -13,12 +13,13 @@ strategies turn the table into `Call`s (`CallTable.calls`); the accounting reads
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from longca.masks import slices as sl
+
 from .layout import Run
 
 

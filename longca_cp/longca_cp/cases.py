@@ -9,14 +9,15 @@ torchrun the ranks are the launcher's, so cases run in this process without a su
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Callable, Optional
 
 from longca.errors import LongcaError
 from longca.measure import RunOptions
 from longca.problem import Problem
 from longca.results import ResultRow, as_row, new_row
 from longca.supervisor import check_timeout, default_timeout
+
 from .group import RankGroup
 from .launch import init_group, under_torchrun
 from .measure import measure_in_group, resolve, unsupported
@@ -34,8 +35,8 @@ def _measure_under_torchrun(cases: list, run: RunOptions, backend: str, device: 
 
 
 def measure_cases(problems: list[Problem], run: RunOptions, backend: str, collective_timeout_s: float,
-                  case_timeout_s: Optional[float] = None,
-                  on_row: Optional[Callable[[Problem, ResultRow], None]] = None) -> list[ResultRow]:
+                  case_timeout_s: float | None = None,
+                  on_row: Callable[[Problem, ResultRow], None] | None = None) -> list[ResultRow]:
     """One row per problem, in order (rank 0; other torchrun ranks get rows of their own copies).
 
     All problems share one world size and device. `case_timeout_s` bounds each case (default:
@@ -64,7 +65,8 @@ def measure_cases(problems: list[Problem], run: RunOptions, backend: str, collec
             todo.append(i)
     if todo and under_torchrun():
         cases = [(asdict(problems[i]), options[i]) for i in todo]
-        for i, row in zip(todo, _measure_under_torchrun(cases, run, backend, device, collective_timeout_s)):
+        measured = _measure_under_torchrun(cases, run, backend, device, collective_timeout_s)
+        for i, row in zip(todo, measured, strict=False):
             done(i, as_row(row))
     elif todo:
         with RankGroup(world, backend, device, collective_timeout_s) as group:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 import traceback
-from typing import Any, Optional
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -12,12 +12,13 @@ from longca import reference
 from longca.measure import rel_err, seeded_dout
 from longca.plugins import Registry, get_registry
 from longca.problem import Problem, build_mask, make_inputs
+
 from .inner import inner_kernel
 
 log = logging.getLogger(__name__)
 
 
-def outputs(spec, plan, problem: Problem, mask, q, k, v, dout: Optional[torch.Tensor]):
+def outputs(spec, plan, problem: Problem, mask, q, k, v, dout: torch.Tensor | None):
     """(got, want): the strategy's global out (and dq, dk, dv when `dout`) and the reference's; on rank 0,
     else None. Collective: every rank of the plan's group calls it with the same global tensors."""
     backward = dout is not None
@@ -26,18 +27,18 @@ def outputs(spec, plan, problem: Problem, mask, q, k, v, dout: Optional[torch.Te
     got = {"out": spec.undispatch(out_l, plan)}
     if backward:
         grads = torch.autograd.grad(out_l, local, spec.dispatch(dout, plan))
-        got.update({f"d{n}": spec.undispatch(g, plan) for n, g in zip("qkv", grads)})
+        got.update({f"d{n}": spec.undispatch(g, plan) for n, g in zip("qkv", grads, strict=True)})
     if dist.get_rank(plan.group) != 0:
         return None
     ref_in = [t.detach().float().requires_grad_(backward) for t in (q, k, v)]
     ref = reference.attention(ref_in[0], ref_in[1], ref_in[2], mask)
     want = {"out": ref}
     if dout is not None:
-        want.update({f"d{n}": g for n, g in zip("qkv", torch.autograd.grad(ref, ref_in, dout.float()))})
+        want.update({f"d{n}": g for n, g in zip("qkv", torch.autograd.grad(ref, ref_in, dout.float()), strict=True)})
     return got, want
 
 
-def compare(spec, plan, problem: Problem, mask, q, k, v, dout: Optional[torch.Tensor]) -> Optional[dict[str, float]]:
+def compare(spec, plan, problem: Problem, mask, q, k, v, dout: torch.Tensor | None) -> dict[str, float] | None:
     """Relative errors (out, and dq, dk, dv when `dout`) of the strategy on global inputs; on rank 0, else None.
 
     Collective: every rank of the plan's group calls it with the same global tensors.
@@ -49,7 +50,7 @@ def compare(spec, plan, problem: Problem, mask, q, k, v, dout: Optional[torch.Te
     return {name: rel_err(got[name], want[name]) for name in got}
 
 
-def spot_compare(spec, plan, problem: Problem, mask, q, k, v) -> Optional[dict[str, float]]:
+def spot_compare(spec, plan, problem: Problem, mask, q, k, v) -> dict[str, float] | None:
     """The forward's relative error on a few query windows (`measure.spot_windows`) against the
     reference on those rows only; on rank 0, else None. Collective, like `compare`."""
     from longca.measure import spot_windows
@@ -65,7 +66,7 @@ def spot_compare(spec, plan, problem: Problem, mask, q, k, v) -> Optional[dict[s
 
 
 def check_problem(problem: Problem, options: dict[str, Any], group=None,
-                  registry: Optional[Registry] = None, sample: int = 0) -> Optional[dict[str, float]]:
+                  registry: Registry | None = None, sample: int = 0) -> dict[str, float] | None:
     """Build mask, inputs and plan for `problem` and compare (collective; result on rank 0)."""
     registry = registry or get_registry()
     spec = registry.strategy(problem.strategy)

@@ -7,8 +7,8 @@ cached, so repeated plans reuse one communicator per set of ranks.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Iterator, Optional, Sequence
 
 import torch
 import torch.distributed as dist
@@ -16,7 +16,7 @@ import torch.distributed as dist
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 _subgroups: dict[tuple[str, tuple[int, ...]], object] = {}
-_ledger: Optional[list[tuple[str, int, int]]] = None
+_ledger: list[tuple[str, int, int]] | None = None
 
 
 @contextmanager
@@ -47,7 +47,7 @@ def group_ranks(group=None) -> list[int]:
     return list(dist.get_process_group_ranks(group or dist.group.WORLD))
 
 
-def subgroup(ranks: Sequence[int], backend: Optional[str] = None):
+def subgroup(ranks: Sequence[int], backend: str | None = None):
     """The process group of these global ranks (created once; only members may call this)."""
     key = (backend or dist.get_backend(), tuple(ranks))
     if key not in _subgroups:

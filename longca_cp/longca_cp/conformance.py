@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import asdict
-from typing import Any, Optional
+from typing import Any
 
 from longca.plugins import Registry, get_registry
 from longca.specs import CPStrategySpec
@@ -73,11 +73,12 @@ def rank_checks(device: str, name: str, problems: list[dict], plugin_modules: tu
     import torch
     import torch.distributed as dist
 
+    from longca.measure import rel_err, seeded_dout
+    from longca.problem import Problem, build_mask, make_inputs
+
     from .check import outputs
     from .inner import inner_kernel
     from .measure import resolve, unsupported
-    from longca.measure import rel_err, seeded_dout
-    from longca.problem import Problem, build_mask, make_inputs
 
     for path in paths:
         if path not in sys.path:
@@ -199,7 +200,7 @@ def check_world(name: str, world: int, registry: Registry, plugin_modules: tuple
     return []
 
 
-def strategy_conformance_cases(name: str, registry: Optional[Registry] = None,
+def strategy_conformance_cases(name: str, registry: Registry | None = None,
                                world_sizes: tuple[int, ...] = WORLD_SIZES,
                                plugin_modules: tuple[str, ...] = ()) -> list[Case]:
     registry = registry or get_registry()
@@ -208,7 +209,7 @@ def strategy_conformance_cases(name: str, registry: Optional[Registry] = None,
     return kind_cases("strategies", name, registry, [("spec", check_spec), *worlds])
 
 
-def check_strategy(name: str, registry: Optional[Registry] = None, world_sizes: tuple[int, ...] = WORLD_SIZES,
+def check_strategy(name: str, registry: Registry | None = None, world_sizes: tuple[int, ...] = WORLD_SIZES,
                    plugin_modules: tuple[str, ...] = ()) -> Report:
     """The strategy suite as a Report (never raises for failures)."""
     registry = registry or get_registry()

@@ -18,7 +18,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import wait
-from typing import Any, Optional
+from typing import Any
 
 from longca import procs
 from longca.measure import RunOptions, failure_reason, failure_status
@@ -38,7 +38,7 @@ class RankFailure:
     rank: int
     reason: str
     status: str
-    phase: Optional[str]
+    phase: str | None
     at: float
     echo: bool  # looks like a collective failing because a peer failed
 
@@ -55,6 +55,7 @@ def _rank_main(rank: int, world: int, store: str, backend: str, device: str, con
     import torch
 
     from longca.measure import Phases
+
     from .launch import init_group
     from .measure import measure_rank
 
@@ -81,7 +82,7 @@ class RankGroup:
         self.collective_timeout_s = collective_timeout_s
         self._ranks: list[Any] = []
         self._conns: list[Any] = []
-        self._tmp: Optional[str] = None
+        self._tmp: str | None = None
 
     def _start(self) -> None:
         ctx = procs.context(PRELOAD)
@@ -109,7 +110,7 @@ class RankGroup:
             self._tmp = None
 
     def run(self, problem: Problem, run: RunOptions, timeout_s: float,
-            options: Optional[dict] = None) -> ResultRow:
+            options: dict | None = None) -> ResultRow:
         """One case; `options` are the resolved strategy options (default: the problem's own)."""
         if not self._ranks:
             self._start()
@@ -120,7 +121,7 @@ class RankGroup:
         started = time.monotonic()
         deadline = started + timeout_s
         phases: dict[int, str] = {r: "start" for r in range(self.world)}
-        done: dict[int, Optional[dict]] = {}
+        done: dict[int, dict | None] = {}
         failures: dict[int, RankFailure] = {}
         while len(done) + len(failures) < self.world:
             now = time.monotonic()
@@ -168,7 +169,7 @@ class RankGroup:
         log.warning("CP case %s failed: %s", problem.strategy, reason)
         return new_row(problem, status=first.status, phase=first.phase, failed_rank=first.rank, reason=reason[:1000])
 
-    def __enter__(self) -> "RankGroup":
+    def __enter__(self) -> RankGroup:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from longca.masks.mask import Mask
 from longca.problem import Problem
+
 from .comm import group_ranks, head_to_seq, seq_to_head, subgroup
 from .inner import InnerKernel
 from .layout import LAYOUTS
@@ -29,8 +30,7 @@ from .ring import RingPlan, ring_attention, ring_plan
 from .schedule import RingSchedule, kv_repeat  # noqa: F401 - kv_repeat is part of this module's API
 
 
-
-def heads_unsupported(heads_q: int, heads_kv: int, degree: int) -> Optional[str]:
+def heads_unsupported(heads_q: int, heads_kv: int, degree: int) -> str | None:
     """Why `degree` head-parallel ranks cannot split these heads, or None."""
     if heads_q % degree:
         return f"{heads_q} query heads do not divide over {degree} head-parallel ranks"
@@ -38,7 +38,7 @@ def heads_unsupported(heads_q: int, heads_kv: int, degree: int) -> Optional[str]
     return None
 
 
-def hybrid_unsupported(problem: Problem, head_degree: int, windows: int, layout: str) -> Optional[str]:
+def hybrid_unsupported(problem: Problem, head_degree: int, windows: int, layout: str) -> str | None:
     """Why this grid (head degree, windows, layout) cannot run the problem, or None."""
     world = problem.world_size
     if head_degree < 1 or world % head_degree:
@@ -65,7 +65,7 @@ class HybridPlan(CPPlan):
     head_degree: int = 1
     head_group: Any = None
     kv_repeat: int = 1
-    ring: Optional[RingPlan] = None
+    ring: RingPlan | None = None
 
 
 def hybrid_schedule(problem: Problem, mask: Mask, head_degree: int, windows: int, layout: str) -> RingSchedule:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 from longca.errors import UnsupportedError
 from longca.plugins import Registry, get_registry
@@ -22,7 +21,7 @@ class InnerKernel:
     backend: str = ""
 
 
-def inner_unsupported(problem: Problem, registry: Optional[Registry] = None) -> Optional[str]:
+def inner_unsupported(problem: Problem, registry: Registry | None = None) -> str | None:
     """Why `problem.kernel` cannot be the inner kernel of a strategy for this problem, or None."""
     from longca.measure import unsupported_reason
 
@@ -34,7 +33,7 @@ def inner_unsupported(problem: Problem, registry: Optional[Registry] = None) -> 
     return f"inner kernel {spec.name}: {reason}" if reason else None
 
 
-def inner_kernel(problem: Problem, registry: Optional[Registry] = None) -> InnerKernel:
+def inner_kernel(problem: Problem, registry: Registry | None = None) -> InnerKernel:
     """The inner kernel of a problem; raises UnsupportedError with the reason when it cannot be one."""
     registry = registry or get_registry()
     reason = inner_unsupported(problem, registry)

@@ -5,9 +5,10 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -27,7 +28,7 @@ def default_backend(device: str) -> str:
     return "nccl" if device.startswith("cuda") else "gloo"
 
 
-def init_group(backend: str, device: str, rank: Optional[int] = None, world_size: Optional[int] = None,
+def init_group(backend: str, device: str, rank: int | None = None, world_size: int | None = None,
                init_method: str = "env://", timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
     """Initialise the default process group; returns this rank's device (cuda:LOCAL_RANK on GPUs)."""
     local_rank = int(os.environ.get("LOCAL_RANK", rank or 0))

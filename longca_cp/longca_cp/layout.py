@@ -20,8 +20,8 @@ by a sequence-level zigzag of their own, so every rank still holds S / R tokens.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import numpy as np
 import torch
@@ -81,7 +81,7 @@ class Layout:
         if self.rank_major:
             return parts[0] if len(parts) == 1 else torch.cat(list(parts), dim)
         pieces: list[tuple[int, torch.Tensor]] = []
-        for rank_runs, part in zip(self.runs, parts):
+        for rank_runs, part in zip(self.runs, parts, strict=False):
             offset = 0
             for a, b in rank_runs:
                 pieces.append((a, part.narrow(dim, offset, b - a)))
@@ -161,7 +161,7 @@ def doc_zigzag(seqlen: int, parts: int, bounds: Sequence[int] | np.ndarray) -> L
     for r in range(parts):
         for j in (r, 2 * parts - 1 - r):
             a = starts + j * piece
-            runs[r] += [(int(x), int(y)) for x, y in zip(a[piece > 0], (a + piece)[piece > 0])]
+            runs[r] += [(int(x), int(y)) for x, y in zip(a[piece > 0], (a + piece)[piece > 0], strict=True)]
     # the leftover tokens of every document (its last L mod 2R), one after another, zigzagged over the ranks
     left0, left1 = starts + 2 * parts * piece, starts + lengths
     keep = left1 > left0
@@ -182,7 +182,7 @@ def doc_zigzag(seqlen: int, parts: int, bounds: Sequence[int] | np.ndarray) -> L
 LAYOUTS = ("zigzag", "contiguous", "doc_zigzag")
 
 
-def make_layout(kind: str, seqlen: int, parts: int, mask_slices: Optional[np.ndarray] = None) -> Layout:
+def make_layout(kind: str, seqlen: int, parts: int, mask_slices: np.ndarray | None = None) -> Layout:
     """`zigzag`, `contiguous` or `doc_zigzag` (which needs the mask's slices to find its documents)."""
     if kind == "zigzag":
         return zigzag(seqlen, parts)

@@ -10,7 +10,7 @@ median of each quantity is reported, as for single kernels.
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,12 +18,27 @@ import torch.distributed as dist
 
 from longca.errors import LongcaError, UnsupportedError
 from longca.flops import attention_flops
-from longca.measure import (TOLERANCE, Phases, RunOptions, Sample, check_mode, checked_step, fail, finish, mask_of,
-                            mask_refusal, n_samples, seeded_dout, summarize_samples, time_step)
+from longca.measure import (
+    TOLERANCE,
+    Phases,
+    RunOptions,
+    Sample,
+    check_mode,
+    checked_step,
+    fail,
+    finish,
+    mask_of,
+    mask_refusal,
+    n_samples,
+    seeded_dout,
+    summarize_samples,
+    time_step,
+)
 from longca.plugins import Registry, get_registry
 from longca.problem import Problem, check_mask_params, make_inputs
 from longca.results import ResultRow, new_row
 from longca.timing import host_ms
+
 from .accounting import balance, balance_of, median_balance, rank_totals
 from .check import compare, spot_compare
 from .inner import inner_kernel, inner_unsupported
@@ -32,13 +47,13 @@ from .schedule import capturing
 log = logging.getLogger(__name__)
 
 
-def resolve(problem: Problem, options: dict[str, Any], registry: Optional[Registry] = None) -> dict[str, Any]:
+def resolve(problem: Problem, options: dict[str, Any], registry: Registry | None = None) -> dict[str, Any]:
     """The strategy's options with defaults filled (unknown names raise LongcaError)."""
     spec = (registry or get_registry()).strategy(problem.strategy)
     return spec.resolve_options(problem, dict(options)) if spec.resolve_options else dict(options)
 
 
-def unsupported(problem: Problem, options: dict[str, Any], registry: Optional[Registry] = None) -> Optional[str]:
+def unsupported(problem: Problem, options: dict[str, Any], registry: Registry | None = None) -> str | None:
     """Why this strategy / inner kernel cannot run the problem, or None. Unknown names raise LongcaError."""
     registry = registry or get_registry()
     spec = registry.strategy(problem.strategy)
@@ -53,7 +68,7 @@ def unsupported(problem: Problem, options: dict[str, Any], registry: Optional[Re
     return spec.supports(problem, options) if spec.supports else None
 
 
-def _reduce(ranks: list) -> tuple[tuple[float, float, float], list[float], Optional[int], float, float]:
+def _reduce(ranks: list) -> tuple[tuple[float, float, float], list[float], int | None, float, float]:
     """Across ranks, as in the paper: the mean rank median (and mean percentiles and iterations);
     the largest peak, prepare time and rank median (which bounds a training step)."""
     medians = [float(np.median(r[0])) for r in ranks]
@@ -106,7 +121,7 @@ def _sample(spec, problem: Problem, options: dict, inner, sample: int, run: RunO
 
 
 def measure_rank(problem: Problem, options: dict[str, Any], run: RunOptions, group=None,
-                 registry: Optional[Registry] = None, phases: Optional[Phases] = None) -> Optional[ResultRow]:
+                 registry: Registry | None = None, phases: Phases | None = None) -> ResultRow | None:
     """This rank's part of one CP case (collective): the row on rank 0, None on the others.
 
     Raises whatever the strategy raised on this rank: the caller decides what the row says
@@ -134,8 +149,8 @@ def measure_rank(problem: Problem, options: dict[str, Any], run: RunOptions, gro
     return finish(row, samples[0].errors, run.tolerance or TOLERANCE[problem.dtype], samples[0].checked)
 
 
-def measure(problem: Problem, options: dict[str, Any], run: Optional[RunOptions] = None, group=None,
-            registry: Optional[Registry] = None) -> Optional[ResultRow]:
+def measure(problem: Problem, options: dict[str, Any], run: RunOptions | None = None, group=None,
+            registry: Registry | None = None) -> ResultRow | None:
     """Measure one CP case on every rank of `group` (collective); the result row on rank 0, else None.
 
     `options` must be resolved (`resolve`) and the case supported (`unsupported`): both are

@@ -1,15 +1,17 @@
 """What every strategy's plan holds, the generic dispatch/undispatch, and strategy options."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from longca.errors import LongcaError
-from .comm import gather_seq
-from .inner import InnerKernel
-from .layout import Layout
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from .inner import InnerKernel
+    from .layout import Layout
 
 
 @dataclass
@@ -30,6 +32,8 @@ def dispatch(x: torch.Tensor, plan: CPPlan) -> torch.Tensor:
 
 def undispatch(local: torch.Tensor, plan: CPPlan) -> torch.Tensor:
     """The global tensor, on every rank, from each rank's shard (an all-gather; not differentiable)."""
+    from .comm import gather_seq  # torch.distributed: imported when a strategy runs, not when it registers
+
     return plan.layout.assemble(gather_seq(local.detach(), plan.group))
 
 

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from longca.errors import LongcaError
 from longca.plugins import Registry, get_registry
 from longca.problem import Problem
+
 from .launch import default_backend, under_torchrun
 from .measure import resolve
 
 
-def strategy_names(text: str, registry: Optional[Registry] = None) -> list[str]:
+def strategy_names(text: str, registry: Registry | None = None) -> list[str]:
     """`ring-p2p,usp` or `all`; unknown names are input errors."""
     registry = registry or get_registry()
     names = registry.names("strategies") if text == "all" else [t.strip() for t in text.split(",") if t.strip()]
@@ -23,7 +24,7 @@ def strategy_names(text: str, registry: Optional[Registry] = None) -> list[str]:
 
 
 def options_for(strategy: str, given: dict[str, Any], strategies: list[str],
-                registry: Optional[Registry] = None) -> dict[str, Any]:
+                registry: Registry | None = None) -> dict[str, Any]:
     """With one strategy every option is its own; with several, each takes the options it declares."""
     if len(strategies) == 1:
         return given
@@ -34,7 +35,7 @@ def options_for(strategy: str, given: dict[str, Any], strategies: list[str],
     return {n: v for n, v in given.items() if n in registry.strategy(strategy).options}
 
 
-def world_size(nproc: Optional[int]) -> int:
+def world_size(nproc: int | None) -> int:
     """`--nproc`, or under torchrun its WORLD_SIZE (a different --nproc is an error); 1 by default."""
     if under_torchrun():
         world = int(os.environ["WORLD_SIZE"])
@@ -47,7 +48,7 @@ def world_size(nproc: Optional[int]) -> int:
     return world
 
 
-def backend_for(backend: Optional[str], device: str, world: int) -> str:
+def backend_for(backend: str | None, device: str, world: int) -> str:
     """nccl for CUDA, gloo for the CPU (or the one given, checked against the device and the GPUs here)."""
     from longca.measure import check_device
 
@@ -75,8 +76,8 @@ class DistRun:
     backend: str
 
 
-def dist_run(problem: Problem, strategies: str, given: dict[str, Any], nproc: Optional[int] = None,
-             backend: Optional[str] = None, registry: Optional[Registry] = None) -> DistRun:
+def dist_run(problem: Problem, strategies: str, given: dict[str, Any], nproc: int | None = None,
+             backend: str | None = None, registry: Registry | None = None) -> DistRun:
     """`problem` (its kernel the inner one) under each of `strategies`, at the world size asked for.
 
     Unknown options are input errors here; defaults are filled where the case runs."""

@@ -16,17 +16,18 @@ one hop from home and takes it.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import torch
 
 from longca.autograd import lse_attention
+from longca.merge import GradAccumulator, OutputAccumulator
+
 from .attend import backward_calls, forward_calls
 from .calls import Call
 from .comm import Exchange, subgroup
 from .inner import InnerKernel
-from longca.merge import GradAccumulator, OutputAccumulator
 from .schedule import RingSchedule
 
 
@@ -38,10 +39,10 @@ class RingPlan:
     position: int
     inner: InnerKernel
     calls: dict[int, list[Call]]  # source ring position -> calls (local q buffer x that source's buffer)
-    inner_group: Optional[object] = None
+    inner_group: object | None = None
     inner_next: int = -1
     inner_prev: int = -1
-    outer_group: Optional[object] = None
+    outer_group: object | None = None
     outer_next: int = -1
     outer_prev: int = -1
 
@@ -119,12 +120,12 @@ def ring_backward(dout, q, k, v, out, lse, plan: RingPlan):
     """(dq, dk, dv) of the local shards, in their dtypes."""
     dq = GradAccumulator(q)
     outer_kv = (k, v)
-    outer_dkv: Optional[Exchange] = None
-    result: Optional[list[torch.Tensor]] = None
+    outer_dkv: Exchange | None = None
+    result: list[torch.Tensor] | None = None
     for o in range(plan.windows):
         outer = _outer_exchange(plan, outer_kv) if o + 1 < plan.windows else None
         cur = outer_kv
-        inner_dkv: Optional[Exchange] = None
+        inner_dkv: Exchange | None = None
         for t in range(plan.window):
             nxt = _inner_exchange(plan, cur) if t + 1 < plan.window else None
             dk, dv = GradAccumulator(k), GradAccumulator(v)

@@ -19,18 +19,20 @@ Memory is proportional to the number of calls of one rank at a time, never to SÂ
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from longca.problem import Problem
+
 from .calls import Call, CallTable, key_buffers, pair_table, sources_table
 from .layout import Layout, make_layout, subdivide
 
-_built: ContextVar[Optional[list[Any]]] = ContextVar("longca_cp_schedules_built", default=None)
+_built: ContextVar[list[Any] | None] = ContextVar("longca_cp_schedules_built", default=None)
 
 
 @contextmanager
@@ -123,9 +125,9 @@ def _io_bytes(p: Problem, direction: str) -> int:
 class Pricer(Protocol):
     """What prices a schedule (`longca_sim.simulate`): each schedule type calls its own method of it."""
 
-    def ring(self, schedule: "RingSchedule") -> Any: ...
+    def ring(self, schedule: RingSchedule) -> Any: ...
 
-    def gather(self, schedule: "GatherSchedule") -> Any: ...
+    def gather(self, schedule: GatherSchedule) -> Any: ...
 
 
 @dataclass
@@ -139,11 +141,11 @@ class RingSchedule:
     layout_kind: str
     ring_layout: Layout = field(init=False)
     layout: Layout = field(init=False)
-    _buffers: Optional[tuple] = field(init=False, default=None)
-    memo: Optional[dict] = field(default=None, repr=False)  # a dict: keep every rank's calls (pricing them often)
+    _buffers: tuple | None = field(init=False, default=None)
+    memo: dict | None = field(default=None, repr=False)  # a dict: keep every rank's calls (pricing them often)
     # a dict: keep every position's call table; schedules of one mask, ring size and layout may share it
     # (their calls are the same, only the step order differs with the windows)
-    tables: Optional[dict] = field(default=None, repr=False)
+    tables: dict | None = field(default=None, repr=False)
     totals: dict = field(default_factory=dict, repr=False)  # rank -> (area, calls, heads) of each rank_calls made
 
     def __post_init__(self) -> None:
@@ -304,7 +306,7 @@ class GatherSchedule:
     mask_slices: np.ndarray
     layout_kind: str
     layout: Layout = field(init=False)
-    memo: Optional[dict] = field(default=None, repr=False)
+    memo: dict | None = field(default=None, repr=False)
     totals: dict = field(default_factory=dict, repr=False)  # rank -> (area, calls, heads) of each rank_calls made
 
     def __post_init__(self) -> None:

@@ -8,7 +8,8 @@ options, refusals or variants is made once. Nothing heavy is imported until a st
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from longca.specs import ANY_STATIC, CPStrategySpec
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from longca.problem import Problem
 
 # where the head-parallel degree comes from: "world" (every rank), a number, or an option's name
-Degree = Union[int, str]
+Degree = int | str
 # layouts the simulator tries for a ring strategy; hybrid ones leave contiguous out
 RING_LAYOUTS = ("zigzag", "doc_zigzag", "contiguous")
 HYBRID_LAYOUTS = ("zigzag", "doc_zigzag")
@@ -39,7 +40,7 @@ def default_windows(ring: int) -> int:
 class _Grid:
     """The rules of one row: options -> (head degree, windows, layout), defaults, tried variants."""
 
-    def __init__(self, name: str, head: Degree, windows: Degree, layout: Optional[str],
+    def __init__(self, name: str, head: Degree, windows: Degree, layout: str | None,
                  head_at_most: Callable[[int], int], tried_layouts: tuple[str, ...]):
         self.name, self.head, self.windows, self.layout = name, head, windows, layout
         self.head_at_most, self.tried_layouts = head_at_most, tried_layouts
@@ -50,7 +51,7 @@ class _Grid:
         if layout is not None:
             self.defaults["layout"] = layout
 
-    def resolve(self, problem: "Problem", options: dict) -> dict:
+    def resolve(self, problem: Problem, options: dict) -> dict:
         from .hybrid import default_head_degree
         from .plan import resolve_options
 
@@ -63,11 +64,11 @@ class _Grid:
             out[self.windows] = default_windows(world // head if world % head == 0 else 1)
         return out
 
-    def degree(self, problem: "Problem", options: dict) -> int:
+    def degree(self, problem: Problem, options: dict) -> int:
         return problem.world_size if self.head == "world" else int(options[self.head] if isinstance(self.head, str)
                                                                    else self.head)
 
-    def grid(self, problem: "Problem", options: dict) -> tuple[int, int, str]:
+    def grid(self, problem: Problem, options: dict) -> tuple[int, int, str]:
         windows = int(options[self.windows]) if isinstance(self.windows, str) else self.windows
         return self.degree(problem, options), windows, options["layout"] if self.layout else "contiguous"
 
@@ -90,11 +91,11 @@ class _Grid:
 
 
 def hybrid_strategy(name: str, description: str, *, head: Degree = 1, windows: Degree = 1,
-                    layout: Optional[str] = "zigzag", options: Optional[dict[str, str]] = None,
+                    layout: str | None = "zigzag", options: dict[str, str] | None = None,
                     head_at_most: Callable[[int], int] = lambda world: world,
-                    tried_layouts: Optional[tuple[str, ...]] = None,
-                    schedule: Optional[Callable[..., Any]] = None, prepare: Optional[Callable[..., Any]] = None,
-                    attention: Optional[Callable[..., Any]] = None) -> CPStrategySpec:
+                    tried_layouts: tuple[str, ...] | None = None,
+                    schedule: Callable[..., Any] | None = None, prepare: Callable[..., Any] | None = None,
+                    attention: Callable[..., Any] | None = None) -> CPStrategySpec:
     """The CPStrategySpec of one row.
 
     `head`: "world", a number, or the option that sets the head-parallel degree (its default: the

@@ -6,15 +6,15 @@ import pytest
 import torch
 
 from longca import reference
-from longca_cp.calls import pair_calls, pair_table
-from longca_cp.hybrid import default_head_degree, heads_unsupported, hybrid_unsupported, kv_repeat
-from longca_cp.layout import Layout, contiguous, doc_zigzag, document_bounds, make_layout, merge_runs, subdivide, zigzag
-from longca.merge import OutputAccumulator, merge_
 from longca.errors import UnsupportedError
 from longca.masks import slices as sl
 from longca.masks.catalog import STATIC_MASKS
+from longca.merge import OutputAccumulator, merge_
 from longca.problem import Problem, build_mask
 from longca.testing.compare import FLOAT32_EPS, assert_close
+from longca_cp.calls import pair_calls, pair_table
+from longca_cp.hybrid import default_head_degree, heads_unsupported, hybrid_unsupported, kv_repeat
+from longca_cp.layout import Layout, contiguous, doc_zigzag, document_bounds, make_layout, merge_runs, subdivide, zigzag
 
 pytestmark = pytest.mark.numerics  # float results: CI runs these again under another ATEN_CPU_CAPABILITY
 
@@ -86,7 +86,7 @@ def test_calls_reassemble_the_mask_between_any_two_ranks(mask_name):
 
 def test_document_bounds_are_the_independent_blocks():
     docs = np.cumsum([0, 10, 3, 20, 31])
-    causal_docs = np.array([(a, b, a, b, sl.CAUSAL) for a, b in zip(docs[:-1], docs[1:])])
+    causal_docs = np.array([(a, b, a, b, sl.CAUSAL) for a, b in zip(docs[:-1], docs[1:], strict=True)])
     assert document_bounds(causal_docs, 64).tolist() == docs.tolist()
     assert document_bounds(np.array([(0, 64, 0, 64, sl.CAUSAL)]), 64).tolist() == [0, 64]
     # a block that sees an earlier one (share_question-like) joins it

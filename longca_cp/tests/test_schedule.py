@@ -6,13 +6,13 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from longca_cp.accounting import balance, link_bytes, rank_totals, schedule_of
-from longca_cp.calls import pair_calls, sources_table
-from longca_cp.layout import contiguous, zigzag
-from longca_cp.launch import spawn
-from longca_cp.measure import resolve
 from longca.masks import slices as sl
 from longca.problem import Problem, build_mask
+from longca_cp.accounting import balance, link_bytes, rank_totals, schedule_of
+from longca_cp.calls import pair_calls, sources_table
+from longca_cp.launch import spawn
+from longca_cp.layout import contiguous, zigzag
+from longca_cp.measure import resolve
 
 
 def crop_pairs(mask_slices, q_runs, k_runs):

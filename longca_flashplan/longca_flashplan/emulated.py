@@ -6,6 +6,7 @@ lse merging or gradient accumulation shows up as a mismatch with `longca.referen
 from __future__ import annotations
 
 import torch
+
 from longca import reference
 from longca.masks import slices as sl
 

@@ -9,20 +9,23 @@ Forward runs every call of the plan and writes (or, where calls share query rows
 lse) the results. Backward gives each call the *merged* output and lse, which is exactly what
 makes the per-call gradients of a split softmax add up to the true gradient (the ring-attention
 identity), then adds them up. This also gives the `forward_lse` / `backward_lse` primitives that
-context-parallel strategies use.
+context-parallel strategies use. torch is imported where a call runs, not with the module: the
+kernels built on it register without torch (issue 26).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import torch
 
-from longca.autograd import lse_attention
 from longca.lru import SlicesCache
+
 from .plan import Plan, WindowCheck, any_window, make_plan
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
 
 
 @dataclass
@@ -33,8 +36,8 @@ class CallArgs:
     left: int
     right: int
     scale: float = 1.0
-    cu_q: Optional[torch.Tensor] = None  # int32 (n+1,), varlen only
-    cu_k: Optional[torch.Tensor] = None
+    cu_q: torch.Tensor | None = None  # int32 (n+1,), varlen only
+    cu_k: torch.Tensor | None = None
     max_q: int = 0
     max_k: int = 0
 
@@ -70,6 +73,8 @@ class _Rows:
         elif self.n and (np.diff(idx) == 1).all():
             self.kind, self.a, self.b, self.t = "range", int(idx[0]), int(idx[-1]) + 1, None
         else:
+            import torch
+
             self.kind, self.a, self.b = "index", 0, 0
             self.t = torch.from_numpy(idx.astype(np.int64)).to(device)
 
@@ -112,6 +117,8 @@ class ExecCall:
         ki = np.concatenate([np.arange(b.k0, b.k1) for b in call.bands])
         self.q_rows = _Rows(np.concatenate([qi + i * seqlen_q for i in range(batch)]), batch * seqlen_q, device)
         self.k_rows = _Rows(np.concatenate([ki + i * seqlen_k for i in range(batch)]), batch * seqlen_k, device)
+        import torch
+
         lq = np.tile([b.len_q for b in call.bands], batch)
         lk = np.tile([b.len_k for b in call.bands], batch)
         self.args.cu_q = torch.from_numpy(np.concatenate([[0], np.cumsum(lq)]).astype(np.int32)).to(device)
@@ -151,7 +158,7 @@ class ExecPlan:
         self.calls = [ExecCall(c, batch, plan.seqlen_q, plan.seqlen_k, scale, device) for c in plan.calls]
 
     @property
-    def single(self) -> Optional[ExecCall]:
+    def single(self) -> ExecCall | None:
         """The one call that is the whole attention, if the plan is just that."""
         if len(self.calls) == 1 and self.calls[0].full_coverage(self.plan.seqlen_q, self.plan.seqlen_k):
             return self.calls[0]
@@ -174,6 +181,8 @@ def _dense_rows(call: ExecCall, batch: int, seqlen: int, device) -> _Rows:
 
 def run_forward(adapter: Adapter, ex: ExecPlan, q, k, v) -> tuple[torch.Tensor, torch.Tensor]:
     """(out (B, S, H, Dv) in q's dtype, lse (B, H, S) float32, -inf on rows that see nothing)."""
+    import torch
+
     batch, seqlen, heads, _ = q.shape
     dv = v.shape[-1]
     n = batch * seqlen
@@ -206,13 +215,15 @@ def run_forward(adapter: Adapter, ex: ExecPlan, q, k, v) -> tuple[torch.Tensor, 
 
 def run_backward(adapter: Adapter, ex: ExecPlan, dout, q, k, v, out, lse):
     """(dq, dk, dv) from the merged out and lse (B, H, S) of `run_forward`."""
+    import torch
+
     batch, seqlen, heads, _ = q.shape
     lse_hbs = lse.permute(1, 0, 2)
     single = ex.single
     if single is not None:
         one = adapter.bwd(single.pack_q(dout), single.pack_q(q), single.pack_k(k), single.pack_k(v),
                           single.pack_q(out), single.pack_lse(lse_hbs), single.args)
-        return tuple(g.view(x.shape) for g, x in zip(one, (q, k, v)))
+        return tuple(g.view(x.shape) for g, x in zip(one, (q, k, v), strict=False))
     grads = [torch.zeros(x.shape, dtype=torch.float32, device=x.device) for x in (q, k, v)]
     for call in ex.calls:
         dq, dk, dv = adapter.bwd(call.pack_q(dout), call.pack_q(q), call.pack_k(k), call.pack_k(v),
@@ -226,16 +237,18 @@ def run_backward(adapter: Adapter, ex: ExecPlan, dout, q, k, v, out, lse):
             call.q_rows.add(grads[0].view(-1, *q.shape[2:]), dq)
             call.k_rows.add(grads[1].view(-1, *k.shape[2:]), dk)
             call.k_rows.add(grads[2].view(-1, *v.shape[2:]), dv)
-    return tuple(g.to(x.dtype) for g, x in zip(grads, (q, k, v)))
+    return tuple(g.to(x.dtype) for g, x in zip(grads, (q, k, v), strict=True))
 
 
-def plan_attention(q, k, v, adapter: "Adapter", ex: "ExecPlan") -> torch.Tensor:
+def plan_attention(q, k, v, adapter: Adapter, ex: ExecPlan) -> torch.Tensor:
     """`run_forward` with autograd through `run_backward`."""
+    from longca.autograd import lse_attention
+
     return lse_attention(lambda q_, k_, v_: run_forward(adapter, ex, q_, k_, v_),
                          lambda dout, *rest: run_backward(adapter, ex, dout.contiguous(), *rest), q, k, v)
 
 
-def resolve_scale(q, scale: Optional[float]) -> float:
+def resolve_scale(q, scale: float | None) -> float:
     return scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
 
 
@@ -257,14 +270,18 @@ def lse_primitives(adapter_factory):
     """`forward_lse` / `backward_lse` (the KernelSpec primitives) over an adapter."""
     cache = PlanCache()
 
-    def forward_lse(q, k, v, slices, softmax_scale: Optional[float] = None):
+    def forward_lse(q, k, v, slices, softmax_scale: float | None = None):
+        import torch
+
         adapter = adapter_factory()
         ex = cache.get(adapter, slices, q.shape[1], k.shape[1], q.shape[0], resolve_scale(q, softmax_scale), q.device)
         with torch.no_grad():
             out, lse = run_forward(adapter, ex, q, k, v)
         return out, lse.contiguous()
 
-    def backward_lse(dout, q, k, v, out, lse, slices, softmax_scale: Optional[float] = None):
+    def backward_lse(dout, q, k, v, out, lse, slices, softmax_scale: float | None = None):
+        import torch
+
         adapter = adapter_factory()
         ex = cache.get(adapter, slices, q.shape[1], k.shape[1], q.shape[0], resolve_scale(q, softmax_scale), q.device)
         with torch.no_grad():

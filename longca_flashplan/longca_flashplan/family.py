@@ -8,7 +8,8 @@ shared part is made once, not in three plugins.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from longca.specs import KernelSpec
 
@@ -40,7 +41,7 @@ class FlashAdapter:
     def bwd(self, dout, q, k, v, out, lse, args: CallArgs):
         raise NotImplementedError
 
-    def public_functions(self) -> Optional[tuple[Callable[..., Any], Callable[..., Any]]]:
+    def public_functions(self) -> tuple[Callable[..., Any], Callable[..., Any]] | None:
         return None
 
 
@@ -69,12 +70,12 @@ def _public_for(adapter: FlashAdapter, call: ExecCall, q, k):
 
 
 def flash_kernel(name: str, description: str, adapter: Callable[[], Any], *, url: str,
-                 backend: Callable[[], str], library_reason: Callable[[], Optional[str]] = lambda: None,
-                 available: Optional[Callable[[], Optional[str]]] = None,
-                 public_for: Optional[Callable[..., Any]] = None,
-                 supports: Optional[Callable[..., Optional[str]]] = None,
-                 supports_mask: Optional[Callable[..., Optional[str]]] = None,
-                 head_dims: Optional[tuple[int, ...]] = FA_HEAD_DIMS,
+                 backend: Callable[[], str], library_reason: Callable[[], str | None] = lambda: None,
+                 available: Callable[[], str | None] | None = None,
+                 public_for: Callable[..., Any] | None = None,
+                 supports: Callable[..., str | None] | None = None,
+                 supports_mask: Callable[..., str | None] | None = None,
+                 head_dims: tuple[int, ...] | None = FA_HEAD_DIMS,
                  min_compute_capability: tuple[int, int] = (9, 0)) -> KernelSpec:
     """The KernelSpec of a FlashAttention-family library.
 
@@ -82,10 +83,10 @@ def flash_kernel(name: str, description: str, adapter: Callable[[], Any], *, url
     `available` defaults to the library's and the GPU's reasons joined; `supports` to the head-dim
     rule; `supports_mask` to whether the planner maps the mask with the adapter's window rule.
     """
-    def default_available() -> Optional[str]:
+    def default_available() -> str | None:
         return "; ".join(r for r in (library_reason(), gpu_reason()) if r) or None
 
-    def default_supports_mask(problem, mask) -> Optional[str]:
+    def default_supports_mask(problem, mask) -> str | None:
         return plan_reason(problem, mask, adapter().window_ok)  # the window rule prepare plans with
 
     prepare, run = make_prepare_run(adapter, public_for or _public_for)

@@ -7,8 +7,8 @@ through `plan_attention` (several calls, lse merge where calls share rows).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 from longca.specs import ANY_STATIC
 
@@ -29,7 +29,7 @@ FA_MASKS = (ANY_STATIC,)
 class Prepared:
     adapter: Adapter
     ex: ExecPlan
-    public: Optional[Public]
+    public: Public | None
 
 
 def cached_plan(mask, window_ok):
@@ -47,7 +47,7 @@ def plan_for(adapter: Adapter, mask, batch: int, scale: float, device) -> ExecPl
 
 
 def make_prepare_run(adapter_factory: Callable[[], Adapter],
-                     public_for: Optional[Callable[..., Optional[Public]]] = None):
+                     public_for: Callable[..., Public | None] | None = None):
     """(prepare, run) for a KernelSpec; `public_for(adapter, call, q, k)` picks a public entry point."""
 
     def prepare(problem, mask, q, k, v) -> Prepared:
@@ -64,13 +64,13 @@ def make_prepare_run(adapter_factory: Callable[[], Adapter],
     return prepare, run
 
 
-def head_dim_reason(problem, multiple: int = 8, largest: int = 256) -> Optional[str]:
+def head_dim_reason(problem, multiple: int = 8, largest: int = 256) -> str | None:
     if problem.head_dim % multiple or problem.head_dim > largest:
         return f"head_dim {problem.head_dim}: FlashAttention needs a multiple of {multiple} up to {largest}"
     return None
 
 
-def plan_reason(problem, mask, window_ok) -> Optional[str]:
+def plan_reason(problem, mask, window_ok) -> str | None:
     """`supports_mask` of a planned kernel: why the built mask cannot be planned with this window
     check, or None (the plan is kept for prepare: nothing is planned twice)."""
     try:
@@ -80,7 +80,7 @@ def plan_reason(problem, mask, window_ok) -> Optional[str]:
     return None
 
 
-def gpu_reason() -> Optional[str]:
+def gpu_reason() -> str | None:
     """Why no CUDA GPU can be used here, or None. Never initialises CUDA beyond the check."""
     import torch
 

@@ -23,10 +23,11 @@ slices, never to S².
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 import numpy as np
+
 from longca.masks import slices as sl
 
 INF = 1 << 62
@@ -136,7 +137,7 @@ def bands_of(slices: np.ndarray) -> list[Band]:
     return sorted(out, key=lambda b: (b.q0, b.k0))
 
 
-def _try_merge(a: Band, b: Band, area_a: int, area_b: int) -> Optional[tuple[Band, int]]:
+def _try_merge(a: Band, b: Band, area_a: int, area_b: int) -> tuple[Band, int] | None:
     """The band equal to a ∪ b, if there is one (a and b disjoint)."""
     lo_a, hi_a = a.diag_range()
     lo_b, hi_b = b.diag_range()

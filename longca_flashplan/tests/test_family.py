@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from longca import reference
 from longca.problem import Problem, build_mask
-
 from longca_flashplan.emulated import EmulatedFlash, window_slices
 from longca_flashplan.family import FlashAdapter, flash_kernel
 

@@ -1,20 +1,20 @@
 """The built-in `reference` kernel's registration (`longca.reference` does the work, imported on first use)."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from ..flops import reference_refusal
 from ..hookspecs import hookimpl
 from ..specs import ANY_BLOCK_SPARSE, ANY_STATIC, KernelSpec
 
 
-def forward_lse(q, k, v, source: Any, softmax_scale: Optional[float] = None, **kwargs: Any):
+def forward_lse(q, k, v, source: Any, softmax_scale: float | None = None, **kwargs: Any):
     from .. import reference
 
     return reference.forward_lse(q, k, v, source, softmax_scale, **kwargs)
 
 
-def backward_lse(dout, q, k, v, out, lse, source: Any, softmax_scale: Optional[float] = None):
+def backward_lse(dout, q, k, v, out, lse, source: Any, softmax_scale: float | None = None):
     from .. import reference
 
     return reference.backward_lse(dout, q, k, v, out, lse, source, softmax_scale)
@@ -30,7 +30,7 @@ def _run(mask, q, k, v):
     return reference.attention(q, k, v, mask)
 
 
-def _supports(problem) -> Optional[str]:
+def _supports(problem) -> str | None:
     """Refuses sizes it cannot finish in reasonable time (full S x S area, the upper bound)."""
     return reference_refusal(float(problem.seqlen) ** 2, problem.heads_q, problem.head_dim, problem.batch,
                              problem.direction, problem.device)

@@ -46,7 +46,7 @@ def _documents(ctx: MaskContext) -> np.ndarray:
 
 def _bounds(lens: np.ndarray) -> list[tuple[int, int]]:
     ends = np.cumsum(lens).tolist()
-    return list(zip([0] + ends[:-1], ends))
+    return list(zip([0] + ends[:-1], ends, strict=False))
 
 
 def _window(ctx: MaskContext) -> int:

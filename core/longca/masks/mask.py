@@ -1,9 +1,10 @@
 """A built mask (one draw of a pattern) and the forms kernels ask for."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Optional
+from typing import Any
 
 import numpy as np
 
@@ -47,8 +48,8 @@ class Mask:
     name: str
     seqlen: int
     params: dict[str, Any] = field(default_factory=dict)
-    slices: Optional[np.ndarray] = None
-    layout: Optional[BlockSparseLayout] = None
+    slices: np.ndarray | None = None
+    layout: BlockSparseLayout | None = None
     # what kernels derive from this draw, kept so that a check and prepare do not derive it twice
     cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -76,7 +77,7 @@ class Mask:
             return float(kept.sum(axis=(1, 2)).mean())
         return float(sl.area(self.static_slices()))
 
-    def dense(self, rows: Optional[tuple[int, int]] = None, cols: Optional[tuple[int, int]] = None) -> np.ndarray:
+    def dense(self, rows: tuple[int, int] | None = None, cols: tuple[int, int] | None = None) -> np.ndarray:
         """Bool matrix of may-attend, rows x cols (default whole); (groups, rows, cols) if block-sparse."""
         rows = rows or (0, self.seqlen)
         cols = cols or (0, self.seqlen)
@@ -84,7 +85,7 @@ class Mask:
             return self.layout.dense(rows, cols)
         return sl.dense(self.static_slices(), rows, cols)
 
-    def block_map(self, block_q: int, block_k: Optional[int] = None) -> np.ndarray:
+    def block_map(self, block_q: int, block_k: int | None = None) -> np.ndarray:
         """int8 map of EMPTY / PARTIAL / FULL_BLOCK per (q block, k block) (static masks)."""
         return sl.block_map(self.static_slices("a block map"), self.seqlen, self.seqlen, block_q, block_k or block_q)
 
@@ -95,7 +96,7 @@ class Mask:
                                                                  self.seqlen, self.seqlen)
         return self.cache["flashmask_bounds"]
 
-    def flashmask_problem(self) -> Optional[str]:
+    def flashmask_problem(self) -> str | None:
         """Why this mask has no FlashMask bounds (block-sparse, or a key column with more than two
         masked row intervals), or None: the `supports_mask` of kernels built on the bounds."""
         if self.slices is None:
@@ -106,12 +107,12 @@ class Mask:
             return f"mask {self.name!r} has no FlashMask bounds: {exc}"
         return None
 
-    def cu_seqlens(self) -> Optional[np.ndarray]:
+    def cu_seqlens(self) -> np.ndarray | None:
         """Cumulative document boundaries [0, ..., S] for document masks, else None."""
         lens = self.params.get("doc_lens")
         return None if lens is None else np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
 
-    def window(self) -> Optional[tuple[int, int]]:
+    def window(self) -> tuple[int, int] | None:
         """(left, right) window sizes for sliding-window masks (FlashAttention's window_size), else None."""
         return self.params.get("window_size")
 

@@ -10,7 +10,8 @@ builder; masks that give none fall back to the generic bounds form (`natural_mas
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -146,7 +147,7 @@ BUILDERS: dict[str, Callable[[Mask, Any], MaskMod]] = {
 }
 
 
-def mask_mod_builder(name: str, registry=None) -> Optional[Callable[[Mask, Any], MaskMod]]:
+def mask_mod_builder(name: str, registry=None) -> Callable[[Mask, Any], MaskMod] | None:
     """The `flex_mask_mod` builder the mask `name` registers, or None."""
     from ..errors import LongcaError
     from ..plugins import get_registry
@@ -157,7 +158,7 @@ def mask_mod_builder(name: str, registry=None) -> Optional[Callable[[Mask, Any],
         return None
 
 
-def natural_mask_mod(mask: Mask, device, registry=None) -> Optional[MaskMod]:
+def natural_mask_mod(mask: Mask, device, registry=None) -> MaskMod | None:
     """The mask_mod its MaskSpec registers for this draw, or None (use the generic bounds form)."""
     builder = mask_mod_builder(mask.name, registry)
     return builder(mask, device) if builder is not None else None

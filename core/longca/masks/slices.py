@@ -19,7 +19,7 @@ cropping (needed by context parallelism and blocking) stays exact.
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -54,7 +54,7 @@ def band_to_slices(q0: int, q1: int, k0: int, k1: int, dlo: int, dhi: int) -> li
     start_diag_from, end_const_from = k0 - dlo, k1 - dhi
     cuts = sorted({lo, hi} | {c for c in (start_diag_from, end_const_from) if lo < c < hi})
     out: list[Slice] = []
-    for a, b in zip(cuts, cuts[1:]):
+    for a, b in zip(cuts, cuts[1:], strict=False):
         start_diag, end_diag = a >= start_diag_from, b <= end_const_from
         if not start_diag and not end_diag:
             out.append((a, b, k0, k1, FULL))
@@ -188,7 +188,7 @@ def block_map(slices: Iterable[Sequence[int]], seqlen_q: int, seqlen_k: int,
     for rows, lo, hi in fulls:
         out[rows, lo:hi + 1] = FULL_BLOCK
     # blocks touched by several slices: their union may fill them, settle by exact area
-    for qb, kb in zip(*np.nonzero((out == PARTIAL) & (touches > 1))):
+    for qb, kb in zip(*np.nonzero((out == PARTIAL) & (touches > 1)), strict=True):
         q_win = (int(qb) * block_q, min((int(qb) + 1) * block_q, seqlen_q))
         k_win = (int(kb) * block_k, min((int(kb) + 1) * block_k, seqlen_k))
         (qa, qb_end), (ka, kb_end) = q_win, k_win
@@ -207,7 +207,7 @@ def flashmask_bounds(slices: Iterable[Sequence[int]], seqlen_q: int, seqlen_k: i
     """
     parts = [col_bounds(s) for s in normalize(slices).tolist()]
     if parts:
-        cols, first, last = (np.concatenate(x) for x in zip(*parts))
+        cols, first, last = (np.concatenate(x) for x in zip(*parts, strict=True))
     else:
         cols = first = last = np.zeros(0, dtype=np.int64)
     order = np.lexsort((first, cols))

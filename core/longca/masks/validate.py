@@ -7,15 +7,13 @@ block-sparse layout needs bounds from 0 to S and a keep array of matching shape.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from . import slices as sl
 from .mask import BlockSparseLayout, Mask
 
 
-def slice_problem(slices: np.ndarray, seqlen_q: int, seqlen_k: int) -> Optional[str]:
+def slice_problem(slices: np.ndarray, seqlen_q: int, seqlen_k: int) -> str | None:
     """Why an (n, 5) slice array is malformed (type, shape, ranges), or None. O(n)."""
     if not isinstance(slices, np.ndarray) or slices.ndim != 2 or slices.shape[1] != 5:
         shape = getattr(slices, "shape", None)
@@ -38,7 +36,7 @@ def slice_problem(slices: np.ndarray, seqlen_q: int, seqlen_k: int) -> Optional[
     return None
 
 
-def overlap(slices: np.ndarray) -> Optional[str]:
+def overlap(slices: np.ndarray) -> str | None:
     """Where two slices share a (query, key) pair, or None. Exact, O(n log n) per row run.
 
     Rows are cut where any slice starts or ends; inside a run every slice's first and last key
@@ -60,7 +58,7 @@ def overlap(slices: np.ndarray) -> Optional[str]:
     cuts = np.unique(np.concatenate([q0, q1]))
     by_start = np.argsort(q0, kind="stable")
     starts_sorted = q0[by_start]
-    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
         # slices whose rows cover the run [a, b): started at or before a, ending after a
         upto = by_start[: np.searchsorted(starts_sorted, a, side="right")]
         active = upto[q1[upto] > a]
@@ -88,7 +86,7 @@ def overlap(slices: np.ndarray) -> Optional[str]:
     return None
 
 
-def layout_problem(layout: BlockSparseLayout, seqlen: int, heads_q: int) -> Optional[str]:
+def layout_problem(layout: BlockSparseLayout, seqlen: int, heads_q: int) -> str | None:
     """Why a block-sparse layout is malformed, or None."""
     for name, b in (("q_bounds", layout.q_bounds), ("k_bounds", layout.k_bounds)):
         b = np.asarray(b)
@@ -103,7 +101,7 @@ def layout_problem(layout: BlockSparseLayout, seqlen: int, heads_q: int) -> Opti
     return None
 
 
-def mask_problem(mask: object, seqlen: int, heads_q: int = 1, name: Optional[str] = None) -> Optional[str]:
+def mask_problem(mask: object, seqlen: int, heads_q: int = 1, name: str | None = None) -> str | None:
     """Why a built mask is unusable (what it is, its length, its slices or layout), or None."""
     if not isinstance(mask, Mask):
         return f"build returned a {type(mask).__name__}, expected a longca Mask"

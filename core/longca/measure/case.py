@@ -3,7 +3,6 @@ checked first call, timing, the correctness check, and the row. Never raises for
 from __future__ import annotations
 
 import logging
-from typing import Optional
 
 import torch
 
@@ -32,7 +31,7 @@ def check_device(device: str) -> None:
                           f"CUDA build: {torch.version.cuda or 'none'}); use --device cpu")
 
 
-def unsupported_reason(spec: KernelSpec, problem: Problem, registry: Optional[Registry] = None) -> Optional[str]:
+def unsupported_reason(spec: KernelSpec, problem: Problem, registry: Registry | None = None) -> str | None:
     """Why this kernel cannot run this problem here, from its declared capabilities; None if it can."""
     try:
         missing = spec.available()
@@ -61,7 +60,7 @@ def unsupported_reason(spec: KernelSpec, problem: Problem, registry: Optional[Re
     return spec.supports(problem) if spec.supports else None
 
 
-def fits(spec: KernelSpec, problem: Problem, options: RunOptions) -> Optional[str]:
+def fits(spec: KernelSpec, problem: Problem, options: RunOptions) -> str | None:
     """Why the case cannot fit in memory (from the kernel's memory model, plus the check), or None."""
     try:
         needs = (spec.memory or memory.linear)(problem)
@@ -72,7 +71,7 @@ def fits(spec: KernelSpec, problem: Problem, options: RunOptions) -> Optional[st
     return memory.too_big(problem, int(needs))
 
 
-def mask_refusal(spec: KernelSpec, problem: Problem, mask, phases: Optional[Phases] = None) -> Optional[str]:
+def mask_refusal(spec: KernelSpec, problem: Problem, mask, phases: Phases | None = None) -> str | None:
     """The kernel's `supports_mask(problem, mask)` on the mask built for the run (never builds one)."""
     if spec.supports_mask is None:
         return None
@@ -83,7 +82,7 @@ def mask_refusal(spec: KernelSpec, problem: Problem, mask, phases: Optional[Phas
         return f"supports_mask() raised {failure_reason(exc)}"
 
 
-def mask_of(problem: Problem, sample: int, registry: Registry, phases: Optional[Phases] = None):
+def mask_of(problem: Problem, sample: int, registry: Registry, phases: Phases | None = None):
     """The problem's mask; a mask that cannot be built from the given parameters is an input error."""
     (phases or Phases())("mask")
     try:
@@ -141,8 +140,8 @@ def _refused(spec: KernelSpec, problem: Problem, options: RunOptions, registry: 
     return False
 
 
-def run_problem(problem: Problem, options: Optional[RunOptions] = None,
-                registry: Optional[Registry] = None, phases: Optional[Phases] = None) -> ResultRow:
+def run_problem(problem: Problem, options: RunOptions | None = None,
+                registry: Registry | None = None, phases: Phases | None = None) -> ResultRow:
     """Measure one problem in this process and return its row; never raises for kernel failures.
 
     Unknown names and bad parameters raise LongcaError (input errors); everything that goes

@@ -3,8 +3,6 @@ gradients ("full"), or the forward on a few seeded query windows ("spot") where 
 reference would cost more than the measurement."""
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import torch
 
@@ -46,7 +44,7 @@ def _grads(out: torch.Tensor, inputs, dout: torch.Tensor):
     return torch.autograd.grad(out, inputs, dout, retain_graph=True)
 
 
-def full_check(spec, problem: Problem, mask, prepared, q, k, v, dout: Optional[torch.Tensor],
+def full_check(spec, problem: Problem, mask, prepared, q, k, v, dout: torch.Tensor | None,
                phases: Phases) -> dict[str, float]:
     """Relative errors of output (and gradients) against the float32 reference on the same mask."""
     phases("check")
@@ -58,7 +56,7 @@ def full_check(spec, problem: Problem, mask, prepared, q, k, v, dout: Optional[t
         assert dout is not None  # made for every direction but fwd
         got = _grads(out, (q, k, v), dout)
         want = _grads(ref, (qf, kf, vf), dout.float())
-        errors.update({f"d{n}": rel_err(g, w) for n, g, w in zip("qkv", got, want)})
+        errors.update({f"d{n}": rel_err(g, w) for n, g, w in zip("qkv", got, want, strict=True)})
     return errors
 
 

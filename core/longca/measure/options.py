@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Union
 
 from ..errors import LongcaError
 from ..timing import TIMING_MODES
@@ -24,9 +23,9 @@ class RunOptions:
     samples: int = 5
     # True: against the whole reference; "spot": the forward on a few query windows; "auto": the
     # whole reference where it is cheap (FULL_CHECK_FLOPS), else spot; False: not checked
-    check: Union[bool, str] = False
+    check: bool | str = False
     flush_l2: bool = True
-    tolerance: Optional[float] = None
+    tolerance: float | None = None
     timing: str = "events"  # longca.timing.TIMING_MODES: events, cuda_graph, profiler
 
     def __post_init__(self) -> None:

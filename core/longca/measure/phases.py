@@ -5,15 +5,15 @@ An object handed down the measurement, not a module global: two measurements in 
 (tests, a CP rank and its inner kernel) each keep their own."""
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 
 class Phases:
     """`phases("timing")` records the stage and tells the listener (a worker forwards it to its supervisor)."""
 
-    def __init__(self, listener: Optional[Callable[[str], None]] = None) -> None:
+    def __init__(self, listener: Callable[[str], None] | None = None) -> None:
         self.listener = listener
-        self.current: Optional[str] = None
+        self.current: str | None = None
 
     def __call__(self, name: str) -> None:
         self.current = name

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -20,15 +20,15 @@ class Sample:
     iter_times: list[float]
     area: float
     flops: float
-    peak: Optional[int]
+    peak: int | None
     prepare_ms: float
-    errors: Optional[dict[str, float]] = None
-    ms_max_rank: Optional[float] = None
+    errors: dict[str, float] | None = None
+    ms_max_rank: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     checked: Checked = "no"  # how `errors` were measured: full, spot
 
     @property
-    def tflops(self) -> Optional[float]:
+    def tflops(self) -> float | None:
         return self.flops / (self.ms[0] * 1e-3) / 1e12 if self.ms[0] > 0 else None
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Literal, Optional
+from typing import Literal
 
 import torch
 
@@ -30,7 +30,7 @@ def failure_status(exc: BaseException) -> Literal["oom", "error"]:
     return "oom" if is_oom(exc) else "error"
 
 
-def finish(row: ResultRow, errors: Optional[dict[str, float]], tolerance: float,
+def finish(row: ResultRow, errors: dict[str, float] | None, tolerance: float,
            checked: Checked = "full") -> ResultRow:
     """Status ok, or incorrect when the worst relative error (NaN counts as worst) is over tolerance.
 
@@ -46,7 +46,7 @@ def finish(row: ResultRow, errors: Optional[dict[str, float]], tolerance: float,
     return row
 
 
-def fail(row: ResultRow, exc: BaseException, where: Optional[str] = None) -> ResultRow:
+def fail(row: ResultRow, exc: BaseException, where: str | None = None) -> ResultRow:
     """The row of a case that raised: oom or error, the one-line reason, the phase it was in."""
     row.status, row.reason, row.phase = failure_status(exc), failure_reason(exc), where
     return row

@@ -6,8 +6,9 @@ The output gradient is seeded by the case (`seeded_dout`): the same on every ran
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 import torch
 
@@ -28,7 +29,7 @@ def seeded_dout(problem: Problem, sample: int = 0) -> torch.Tensor:
 
 
 def make_step(call: Callable[[], torch.Tensor], inputs: Sequence[torch.Tensor], direction: str,
-              dout: Optional[torch.Tensor] = None, out: Optional[torch.Tensor] = None) -> Step:
+              dout: torch.Tensor | None = None, out: torch.Tensor | None = None) -> Step:
     """The timed step of `call` (a forward over `inputs`): fwd = `call()` under no_grad; bwd = the
     gradients of one kept forward output (`out`, made here when not given); fwdbwd = both."""
     if direction == "fwd":
@@ -66,12 +67,12 @@ def check_tensor(what: str, got: Any, like: torch.Tensor) -> None:
 def check_grads(grads: Sequence[Any], inputs: Sequence[torch.Tensor]) -> None:
     if len(grads) != len(inputs):
         raise KernelFailure(f"wrong output layout: backward gave {len(grads)} gradients, expected {len(inputs)}")
-    for name, g, x in zip(("dq", "dk", "dv"), grads, inputs):
+    for name, g, x in zip(("dq", "dk", "dv"), grads, inputs, strict=False):
         check_tensor(name, g, x)
 
 
 def checked_step(call: Callable[[], torch.Tensor], inputs: Sequence[torch.Tensor], direction: str,
-                 dout: Optional[torch.Tensor], phases: Phases, what: str = "the output") -> Step:
+                 dout: torch.Tensor | None, phases: Phases, what: str = "the output") -> Step:
     """`make_step` after a first call whose output (and gradients) are checked (`check_tensor`).
 
     The first call is also the warm one: JIT compilation and workspaces happen there."""
@@ -93,7 +94,7 @@ class Timed:
     """The timed calls of one step: every iteration's ms and the peak memory of one call (CUDA)."""
 
     times: list[float]
-    peak: Optional[int] = None
+    peak: int | None = None
 
     @property
     def summary(self) -> tuple[float, float, float]:
@@ -101,7 +102,7 @@ class Timed:
 
 
 def time_step(step: Step, device: torch.device, options: RunOptions,
-              before_timing: Callable[[], None] = lambda: None, phases: Optional[Phases] = None) -> Timed:
+              before_timing: Callable[[], None] = lambda: None, phases: Phases | None = None) -> Timed:
     """Peak memory of one warm call (CUDA), then `options.warmup` + `options.repeat` calls timed.
 
     The caller has made the first call already (it compiles kernels and validates the output).

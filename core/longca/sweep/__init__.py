@@ -2,10 +2,10 @@
 the cases into results.jsonl (`runner`). Everything is re-exported: `from longca.sweep import X`."""
 from __future__ import annotations
 
+from ..results import case_id  # noqa: F401 - benchmarks/prewarm.py imports it from here
 from .grid import Sweep, expand, load_spec, plan, problems
 from .runner import CP_BATCH, measure_matmul_peak, run_sweep
 from .spec import SAFE_NAME, SpecFile, SweepSpec, default_output, read_spec, select
-from ..results import case_id  # noqa: F401 - benchmarks/prewarm.py imports it from here
 
 __all__ = ["CP_BATCH", "SAFE_NAME", "SpecFile", "Sweep", "SweepSpec", "case_id", "default_output", "expand",
            "load_spec", "measure_matmul_peak", "plan", "problems", "read_spec", "run_sweep", "select"]

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional, Union
 
 from ..plugins import Registry, get_registry
 from ..problem import Problem, check_mask_params
@@ -13,7 +13,7 @@ from ..sizes import parse_heads
 from .spec import SweepSpec, read_spec, select
 
 
-def problems(spec: SweepSpec, registry: Optional[Registry] = None) -> Iterator[Problem]:
+def problems(spec: SweepSpec, registry: Registry | None = None) -> Iterator[Problem]:
     """The grid, ordered so each (mask, length) finishes in every direction for every kernel
     before the next: a sweep cut short still compares all kernels on what it reached."""
     grid = itertools.product(spec.dtypes, spec.head_dims, spec.heads, spec.batches, spec.mask_names(registry))
@@ -50,7 +50,7 @@ def _cp_problem(spec: SweepSpec, problem: Problem, strategy: str, world: int) ->
     return cp.with_(strategy_options=dict(spec.strategy_options.get(strategy, {})))
 
 
-def expand(spec: SweepSpec, registry: Optional[Registry] = None) -> list[Problem]:
+def expand(spec: SweepSpec, registry: Registry | None = None) -> list[Problem]:
     """The grid as a list, every case checked before anything runs: mask parameters, and CP
     options (unknown names are LongcaErrors)."""
     from longca_cp.measure import resolve
@@ -77,15 +77,15 @@ class Sweep:
         return len(self.cases) - len(done & {case_id(p) for p in self.cases})
 
 
-def plan(path: Union[str, Path], registry: Optional[Registry] = None, kernels: Optional[str] = None,
-         device: Optional[str] = None, installed_kernels_only: bool = False) -> Sweep:
+def plan(path: str | Path, registry: Registry | None = None, kernels: str | None = None,
+         device: str | None = None, installed_kernels_only: bool = False) -> Sweep:
     """A spec file, narrowed to `kernels` and moved to `device` (see `spec.select`), and its grid."""
     registry = registry or get_registry()
     spec = select(read_spec(path, registry, installed_kernels_only), kernels, device)
     return Sweep(spec, expand(spec, registry))
 
 
-def load_spec(path: Union[str, Path], registry: Optional[Registry] = None,
+def load_spec(path: str | Path, registry: Registry | None = None,
               installed_kernels_only: bool = False) -> SweepSpec:
     """`read_spec`, and its grid checked case by case (`expand`): every problem is one LongcaError line."""
     registry = registry or get_registry()

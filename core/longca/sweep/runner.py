@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from .. import integrity, peaks
 from ..errors import LongcaError
@@ -21,10 +22,10 @@ from .grid import expand
 from .spec import SweepSpec
 
 CP_BATCH = 8  # CP cases measured per spawned process group (rows are written after each group)
-OnCase = Callable[[Problem, Optional[ResultRow]], None]
+OnCase = Callable[[Problem, ResultRow | None], None]
 
 
-def measure_matmul_peak(device: str = "cuda", n: int = 8192, warm_seconds: float = 1.0) -> Optional[float]:
+def measure_matmul_peak(device: str = "cuda", n: int = 8192, warm_seconds: float = 1.0) -> float | None:
     """bf16 n^3 matmul TFLOP/s on this GPU: the ceiling the report compares kernels with.
 
     The GPU first multiplies for `warm_seconds` (an idle GPU starts at low clocks: with 10 warm-up
@@ -47,9 +48,9 @@ def measure_matmul_peak(device: str = "cuda", n: int = 8192, warm_seconds: float
     return 2 * n ** 3 / (median * 1e-3) / 1e12
 
 
-def run_sweep(spec: SweepSpec, output: Path, resume: bool = False, on_case: Optional[OnCase] = None,
-              registry: Optional[Registry] = None, max_seconds: Optional[float] = None,
-              cases: Optional[list[Problem]] = None) -> list[ResultRow]:
+def run_sweep(spec: SweepSpec, output: Path, resume: bool = False, on_case: OnCase | None = None,
+              registry: Registry | None = None, max_seconds: float | None = None,
+              cases: list[Problem] | None = None) -> list[ResultRow]:
     """Run every case of the grid (`cases`: the grid already expanded, else expanded here),
     appending each row as it finishes; returns the new rows.
 
@@ -90,8 +91,8 @@ def _for_this_rank(cases: list[Problem], launched: bool) -> list[Problem]:
 class _Runner:
     """One pass over the cases: skip the done ones, batch CP cases, write rows, stop when out of time."""
 
-    def __init__(self, spec: SweepSpec, resume: bool, on_case: Optional[OnCase], registry: Registry,
-                 max_seconds: Optional[float]) -> None:
+    def __init__(self, spec: SweepSpec, resume: bool, on_case: OnCase | None, registry: Registry,
+                 max_seconds: float | None) -> None:
         self.spec, self.resume, self.on_case, self.registry = spec, resume, on_case, registry
         self.max_seconds = max_seconds
         self.started = time.monotonic()
@@ -99,14 +100,14 @@ class _Runner:
                                   timing=spec.timing)
         self.rows: list[ResultRow] = []
         self.pending: list[Problem] = []  # CP cases of one world size, measured together in one process group
-        self.writer: Optional[ResultsWriter] = None
+        self.writer: ResultsWriter | None = None
         self.extra: dict[str, Any] = {"spec": spec.model_dump()}  # what this run records (runs.jsonl)
-        self.gpu: Optional[str] = None
+        self.gpu: str | None = None
 
     def out_of_time(self) -> bool:
         return self.max_seconds is not None and time.monotonic() - self.started > self.max_seconds
 
-    def run(self, folder: Optional[OutputFolder], path: Path, todo: list[Problem]) -> list[ResultRow]:
+    def run(self, folder: OutputFolder | None, path: Path, todo: list[Problem]) -> list[ResultRow]:
         writer = ResultsWriter(folder.results if folder else path / RESULTS_FILE)
         if folder and not self.resume and writer.path.exists() and writer.path.stat().st_size:
             raise LongcaError(f"{writer.path} already has results; pass --resume to continue it, "

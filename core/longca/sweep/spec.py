@@ -5,7 +5,7 @@ import itertools
 import re
 import sys
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -19,7 +19,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
-Size = Union[int, str]
+Size = int | str
 
 
 class SweepSpec(BaseModel):
@@ -28,11 +28,11 @@ class SweepSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = "sweep"
-    output: Optional[str] = None
+    output: str | None = None
     kernels: list[str]
-    masks: Union[list[str], Literal["static", "block_sparse", "all"]] = "static"
+    masks: list[str] | Literal["static", "block_sparse", "all"] = "static"
     seqlens: list[Size]
-    heads: list[Union[str, int]] = ["64:8"]
+    heads: list[str | int] = ["64:8"]
     head_dims: list[int] = [128]
     batches: list[int] = [1]
     dtypes: list[Literal["bfloat16", "float16", "float32"]] = ["bfloat16"]
@@ -46,7 +46,7 @@ class SweepSpec(BaseModel):
     repeat: int = Field(20, ge=1)
     # "auto": the whole float32 reference where it is cheap, else the forward on a few query windows;
     # true: always the whole reference; "spot": always windows; false: no check (rows say checked "no")
-    check: Union[bool, Literal["auto", "spot"]] = "auto"
+    check: bool | Literal["auto", "spot"] = "auto"
     measure_peak: bool = True
     # how each single-GPU case is timed (longca.timing): events, cuda_graph (CUDA only), profiler
     timing: Literal["events", "cuda_graph", "profiler"] = "events"
@@ -57,10 +57,10 @@ class SweepSpec(BaseModel):
     world_sizes: list[int] = [1]
     seqlen_per_rank: bool = False  # S = seqlen x world size (the paper's CP grid: 8K tokens per GPU)
     baseline: bool = False  # with strategies: each inner kernel alone too, on one GPU at the per-rank length
-    backend: Optional[Literal["nccl", "gloo"]] = None
+    backend: Literal["nccl", "gloo"] | None = None
     strategy_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     timeout: int = Field(600, ge=1)  # seconds a CP collective may wait
-    case_timeout: Optional[float] = Field(None, gt=0)  # seconds per case; default: scaled with its FLOPs
+    case_timeout: float | None = Field(None, gt=0)  # seconds per case; default: scaled with its FLOPs
     # per mask, parameters swept as axes: {"block_sparse_uniform": {"block": [64, 128]}}
     mask_grid: dict[str, dict[str, list[Any]]] = Field(default_factory=dict)
 
@@ -90,13 +90,13 @@ class SweepSpec(BaseModel):
 
     @field_validator("heads")
     @classmethod
-    def _heads(cls, value: list[Union[str, int]]) -> list[str]:
+    def _heads(cls, value: list[str | int]) -> list[str]:
         try:
             return [":".join(map(str, parse_heads(v))) for v in value]
         except LongcaError as exc:
             raise ValueError(str(exc)) from None
 
-    def mask_names(self, registry: Optional[Registry] = None) -> list[str]:
+    def mask_names(self, registry: Registry | None = None) -> list[str]:
         """The masks axis; a group name stands for what the installed plugins registered in it."""
         if isinstance(self.masks, str):
             return (registry or get_registry()).mask_group(self.masks)
@@ -106,7 +106,7 @@ class SweepSpec(BaseModel):
         """The parameter dicts a mask runs with: `mask_params` under each point of its `mask_grid`."""
         base = dict(self.mask_params.get(mask, {}))
         axes = self.mask_grid.get(mask, {})
-        return [{**base, **dict(zip(axes, point))} for point in itertools.product(*axes.values())]
+        return [{**base, **dict(zip(axes, point, strict=True))} for point in itertools.product(*axes.values())]
 
 
 class SpecFile(BaseModel):
@@ -134,7 +134,7 @@ def _read_toml(path: Path) -> Any:
         raise LongcaError(f"{path}: not valid TOML: {exc}") from None
 
 
-def read_spec(path: Union[str, Path], registry: Optional[Registry] = None,
+def read_spec(path: str | Path, registry: Registry | None = None,
               installed_kernels_only: bool = False) -> SweepSpec:
     """Read and validate a spec and the names it uses (not its grid: `grid.expand` checks each case);
     every problem is reported as one line naming the field.
@@ -166,7 +166,7 @@ def read_spec(path: Union[str, Path], registry: Optional[Registry] = None,
     return spec
 
 
-def select(spec: SweepSpec, kernels: Optional[str] = None, device: Optional[str] = None) -> SweepSpec:
+def select(spec: SweepSpec, kernels: str | None = None, device: str | None = None) -> SweepSpec:
     """The spec narrowed to some of its kernels (comma-separated) and moved to another device."""
     if kernels is not None:
         chosen = [k.strip() for k in kernels.split(",") if k.strip()]

@@ -24,14 +24,14 @@ def run_conformance(kernel: str, device: Any = None, **kwargs: Any) -> list[dict
     return run(kernel, device, **kwargs)
 
 
-def check_kernel(kernel: str, device: Any = None, **kwargs: Any) -> "Report":
+def check_kernel(kernel: str, device: Any = None, **kwargs: Any) -> Report:
     """Run the suite and return a Report (rows, failures, skips) instead of raising."""
     from .conformance import check_kernel as check
 
     return check(kernel, device, **kwargs)
 
 
-def conformance_cases(kernel: str, **kwargs: Any) -> "list[Case]":
+def conformance_cases(kernel: str, **kwargs: Any) -> list[Case]:
     from .conformance import conformance_cases as cases
 
     return cases(kernel, **kwargs)

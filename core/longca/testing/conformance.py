@@ -32,14 +32,15 @@ of every claimed mask in the device's primary dtype may not be refused.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 
-from ..measure import TOLERANCE, RunOptions, mask_refusal, run_problem
 from ..errors import LongcaError
+from ..measure import TOLERANCE, RunOptions, mask_refusal, run_problem
 from ..plugins import WILDCARDS, Registry, get_registry, validate
 from ..problem import Problem, build_mask, make_inputs
 from ..results import ResultRow
@@ -82,8 +83,8 @@ class Settings:
     """Problem sizes of the suite; a kernel that needs others passes them to `conformance_tests`."""
 
     seqlen: int = 256
-    head_dim: Optional[int] = None  # None: 64 if allowed, else the first declared head dim
-    block: Optional[int] = None  # block-sparse masks; None: 64 if supports() allows, else 128
+    head_dim: int | None = None  # None: 64 if allowed, else the first declared head dim
+    block: int | None = None  # block-sparse masks; None: 64 if supports() allows, else 128
     heads: tuple[int, int] = (4, 2)  # (4, 4) for kernels without GQA
     seed: int = 0
     variants: tuple[Variant, ...] = VARIANTS  # the shape-* cases
@@ -95,11 +96,11 @@ class Case:
 
     id: str
     kernel: str
-    check: Callable[["Registry"], list[dict]] = field(repr=False)
-    device: Optional[str] = None
+    check: Callable[[Registry], list[dict]] = field(repr=False)
+    device: str | None = None
     heavy: bool = False  # pytest marker `longca_heavy`
 
-    def run(self, registry: Optional[Registry] = None) -> list[dict]:
+    def run(self, registry: Registry | None = None) -> list[dict]:
         return self.check(registry or get_registry())
 
 
@@ -132,7 +133,7 @@ def _accepted(spec: KernelSpec, problem: Problem) -> bool:
 
 
 def small_problem(spec: KernelSpec, mask: str, direction: str, device: str = "cpu",
-                  dtype: Optional[str] = None, registry: Optional[Registry] = None,
+                  dtype: str | None = None, registry: Registry | None = None,
                   settings: Settings = Settings(), **changes: Any) -> Problem:
     """A small case of `mask` within the kernel's declared capabilities (sizes from `settings`).
 
@@ -151,7 +152,7 @@ def small_problem(spec: KernelSpec, mask: str, direction: str, device: str = "cp
         sampler_params={"min_len": max(1, seqlen // 16), "max_len": max(1, seqlen // 2)})
     problem = problem.with_(**changes) if changes else problem
     head_dims = [problem.head_dim] if "head_dim" in changes else _head_dims(spec, settings)
-    blocks: list[Optional[int]] = [None]
+    blocks: list[int | None] = [None]
     if mask.startswith("block_sparse") and "mask_params" not in changes:
         blocks = [settings.block] if settings.block else list(BLOCK_PREFERENCE)
     candidates = [problem.with_(head_dim=d, mask_params={"block": b} if b else problem.mask_params)
@@ -232,13 +233,13 @@ def _need_available(spec: KernelSpec) -> None:
         raise ConformanceSkip(f"kernel {spec.name} is unavailable here: {reason}")
 
 
-def _probe_supports(spec: KernelSpec, problem: Problem) -> Optional[str]:
+def _probe_supports(spec: KernelSpec, problem: Problem) -> str | None:
     """supports(problem) must return None or a non-empty reason, and never raise."""
     if spec.supports is None:
         return None
     try:
         answer = spec.supports(problem)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - whatever the plugin raises becomes the suite's assertion
         raise AssertionError(f"{_describe(problem)}: supports() raised {type(exc).__name__}: {exc}; "
                              f"it must return None or a reason string") from None
     if answer is not None and not (isinstance(answer, str) and answer.strip()):
@@ -392,7 +393,7 @@ def check_available(name: str, registry: Registry) -> list[dict]:
     spec = _kernel(registry, name)
     try:
         answer = spec.available()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - whatever the plugin raises becomes the suite's assertion
         raise AssertionError(f"kernel {name}: available() raised {type(exc).__name__}: {exc}; it must "
                              f"return None or the reason (import the library inside a try)") from None
     if answer is not None and not (isinstance(answer, str) and answer.strip()):
@@ -401,7 +402,7 @@ def check_available(name: str, registry: Registry) -> list[dict]:
         raise ConformanceSkip(f"kernel {name} is unavailable here: {answer}")
     try:
         backend = spec.backend()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - whatever the plugin raises becomes the suite's assertion
         raise AssertionError(f"kernel {name}: backend() raised {type(exc).__name__}: {exc}") from None
     if not isinstance(backend, str):
         raise AssertionError(f"kernel {name}: backend() returned {backend!r}; expected a string")
@@ -565,8 +566,8 @@ def check_timing_integrity(name: str, device: str, registry: Registry, settings:
 # ---------------------------------------------------------------- the suite
 
 
-def conformance_cases(kernel: str, registry: Optional[Registry] = None, devices: tuple[str, ...] = DEVICES,
-                      settings: Optional[Settings] = None) -> list[Case]:
+def conformance_cases(kernel: str, registry: Registry | None = None, devices: tuple[str, ...] = DEVICES,
+                      settings: Settings | None = None) -> list[Case]:
     """The cases of one kernel. If it is not registered, only `registered`, which fails saying why."""
     registry = registry or get_registry()
     settings = settings or Settings()
@@ -631,8 +632,8 @@ def run_cases(cases: list[Case], registry: Registry, report: Report) -> Report:
     return report
 
 
-def check_kernel(kernel: str, device: Optional[str] = None, registry: Optional[Registry] = None,
-                 settings: Optional[Settings] = None, seqlen: Optional[int] = None) -> Report:
+def check_kernel(kernel: str, device: str | None = None, registry: Registry | None = None,
+                 settings: Settings | None = None, seqlen: int | None = None) -> Report:
     """Run every case (on `device` only, if given) and collect the outcome; never raises for failures.
 
     `seqlen` is a shortcut for `settings=Settings(seqlen=...)` (as `conformance_tests(seqlen=)`).
@@ -646,8 +647,8 @@ def check_kernel(kernel: str, device: Optional[str] = None, registry: Optional[R
     return run_cases(conformance_cases(kernel, registry, devices, settings), registry, Report(kernel))
 
 
-def run_conformance(kernel: str, device: Optional[str] = None, registry: Optional[Registry] = None,
-                    settings: Optional[Settings] = None, seqlen: Optional[int] = None) -> list[dict]:
+def run_conformance(kernel: str, device: str | None = None, registry: Registry | None = None,
+                    settings: Settings | None = None, seqlen: int | None = None) -> list[dict]:
     """Run the whole suite; raise AssertionError listing every failed case; return the result rows.
 
     `device` restricts the run to "cpu" or "cuda"; by default the CPU, and CUDA when a GPU is

@@ -10,7 +10,7 @@ bounds agree with the dense mask).
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -168,13 +168,13 @@ def _flashmask_claims(name: str, registry: Registry) -> bool:
     return entry is not None and name in registry.claimed_masks(entry.spec.masks)
 
 
-def mask_conformance_cases(name: str, registry: Optional[Registry] = None) -> list[Case]:
+def mask_conformance_cases(name: str, registry: Registry | None = None) -> list[Case]:
     return kind_cases("masks", name, registry or get_registry(), [
         ("spec", check_spec), ("build", check_builds), ("deterministic", check_deterministic),
         ("area", check_area), ("forms", check_forms)])
 
 
-def check_mask(name: str, registry: Optional[Registry] = None) -> Report:
+def check_mask(name: str, registry: Registry | None = None) -> Report:
     """The mask suite as a Report (never raises for failures)."""
     registry = registry or get_registry()
     return run_cases(mask_conformance_cases(name, registry), registry, Report(name, kind="mask"))

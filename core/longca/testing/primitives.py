@@ -7,24 +7,23 @@ slices' local coordinates, one of them with an explicit softmax_scale.
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import numpy as np
 import torch
 
 from .. import reference
-from ..measure import rel_err
 from ..masks.mask import Mask
+from ..measure import rel_err
 from ..specs import KernelSpec
 
 
-def windows(seqlen: int) -> list[tuple[tuple[int, int], tuple[int, int], Optional[float]]]:
+def windows(seqlen: int) -> list[tuple[tuple[int, int], tuple[int, int], float | None]]:
     """(q range, k range, softmax_scale) pieces: whole, ring block, all-gather rows (scale 0.1)."""
     half = seqlen // 2
     return [((0, seqlen), (0, seqlen), None), ((half, seqlen), (0, half), None), ((half, seqlen), (0, seqlen), 0.1)]
 
 
-def _lse_error(lse: torch.Tensor, ref: torch.Tensor, tolerance: float) -> Optional[str]:
+def _lse_error(lse: torch.Tensor, ref: torch.Tensor, tolerance: float) -> str | None:
     """Why lse differs from the reference's (shape, dtype, -inf rows, values), or None."""
     if tuple(lse.shape) != tuple(ref.shape):
         return f"lse has shape {tuple(lse.shape)}, expected (batch, heads_q, seqlen_q) = {tuple(ref.shape)}"
@@ -77,10 +76,10 @@ def compare_primitives(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: to
         assert backward_lse is not None  # checked above
         try:
             got = backward_lse(dout, qs, ks, vs, out, lse, np.ascontiguousarray(slices), scale)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - whatever the kernel under test raises is a failure message
             failures.append(f"{where}: backward_lse raised {type(exc).__name__}: {exc}")
             continue
-        for name, g, w, like in zip(("dq", "dk", "dv"), got, want, (qs, ks, vs)):
+        for name, g, w, like in zip(("dq", "dk", "dv"), got, want, (qs, ks, vs), strict=False):
             err = rel_err(g, w)
             if tuple(g.shape) != tuple(like.shape):
                 failures.append(f"{where}: {name} has shape {tuple(g.shape)}, expected {tuple(like.shape)}")
@@ -94,11 +93,11 @@ def pieces(seqlen: int, n: int) -> list[tuple[int, int]]:
     weights = np.arange(1, n + 1)
     inner = [(int(c) | 1) for c in np.cumsum(weights)[:-1] * seqlen // weights.sum()]
     cuts = sorted({0, seqlen, *(c for c in inner if 0 < c < seqlen)})
-    return list(zip(cuts[:-1], cuts[1:]))
+    return list(zip(cuts[:-1], cuts[1:], strict=True))
 
 
 def _errors(got, want) -> dict[str, float]:
-    return {name: rel_err(g, w) for name, g, w in zip(("dq", "dk", "dv"), got, want)}
+    return {name: rel_err(g, w) for name, g, w in zip(("dq", "dk", "dv"), got, want, strict=False)}
 
 
 def compare_cp_pieces(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask,
@@ -138,7 +137,7 @@ def compare_cp_pieces(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: tor
             ks, vs = k[:, ka:kb].contiguous(), v[:, ka:kb].contiguous()
             try:
                 out, lse = forward_lse(qs, ks, vs, slices, None)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - whatever the kernel under test raises is a failure message
                 return [f"{where}: forward_lse raised {type(exc).__name__}: {exc} on rows {qa}:{qb} keys {ka}:{kb}"]
             merge_(out_acc, lse_acc, out, lse)
             calls.append((ka, kb, ks, vs, slices, out, lse))
@@ -149,10 +148,10 @@ def compare_cp_pieces(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: tor
                             f"of the scaled scores, -inf on rows that see no key?)")
             continue
         merged_out = out_acc.to(q.dtype)
-        for ka, kb, ks, vs, slices, out, lse in calls:
+        for ka, kb, ks, vs, slices, _out, _lse in calls:
             try:
                 dq, dk, dv = backward_lse(dos, qs, ks, vs, merged_out, lse_acc, slices, None)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - whatever the kernel under test raises is a failure message
                 return failures + [f"{where}: backward_lse raised {type(exc).__name__}: {exc}"]
             if len(calls) > 1:  # does it match the gradients of this piece alone (its own out and lse)?
                 own_out, own_lse = reference.forward_lse(qs.float(), ks.float(), vs.float(), slices)

@@ -11,10 +11,10 @@ Module import stays light (no torch): pytest loads this plugin in every session.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-
 
 GPU_MARKER = "longca_gpu"
 HEAVY_MARKER = "longca_heavy"
@@ -66,17 +66,17 @@ def parametrized(cases: list, doc: str) -> Callable[..., None]:
     return test_conformance
 
 
-def conformance_tests(kernel: str, *, seqlen: Optional[int] = None, head_dim: Optional[int] = None,
-                      heads: Optional[tuple[int, int]] = None, block: Optional[int] = None,
-                      devices: Optional[tuple[str, ...]] = None) -> Callable[..., None]:
+def conformance_tests(kernel: str, *, seqlen: int | None = None, head_dim: int | None = None,
+                      heads: tuple[int, int] | None = None, block: int | None = None,
+                      devices: tuple[str, ...] | None = None) -> Callable[..., None]:
     """`test_conformance = conformance_tests("mykernel")`: one test per case, ids like `mask-causal-fwd-cpu`.
 
     `seqlen`, `head_dim`, `heads`, `block` change the problem sizes (defaults 256; the first declared
     head dim, 64 preferred, that supports() accepts; 4:2; block-sparse masks: 64 if supports() accepts
     it, else 128); `devices` restricts the devices (default cpu and cuda).
     """
-    from .conformance import Settings, conformance_cases
     from ..specs import DEVICES
+    from .conformance import Settings, conformance_cases
 
     overrides: dict[str, Any] = {k: v for k, v in (("seqlen", seqlen), ("head_dim", head_dim), ("heads", heads),
                                                  ("block", block)) if v}

@@ -20,7 +20,8 @@ import os
 import sys
 import time
 import types
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -104,7 +105,7 @@ def check(spec: KernelSpec, problem: Problem, registry: Registry, describe: Call
         measure.check_tensor("the output", outs[-1], q)
     except measure.KernelFailure as exc:
         raise AssertionError(f"{describe(problem)}: {exc}") from None
-    for i, (out, snap, (qi, ki, vi)) in enumerate(zip(outs, snaps, inputs)):
+    for i, (out, snap, (qi, ki, vi)) in enumerate(zip(outs, snaps, inputs, strict=True)):
         if not torch.equal(out.detach(), snap):
             raise AssertionError(f"{describe(problem)}: timed call {i + 1}'s output changed after the timer "
                                  f"stopped: work runs past the timed call (a thread, a side stream, a lazy "
@@ -131,7 +132,7 @@ def check(spec: KernelSpec, problem: Problem, registry: Registry, describe: Call
                              f"reference by {err:.3g} > {tolerance:g}")
 
 
-def refusal(spec: KernelSpec, problem: Problem) -> Optional[str]:
+def refusal(spec: KernelSpec, problem: Problem) -> str | None:
     """supports()' answer, where the case cannot run (the mask cases report a raising supports())."""
     try:
         return spec.supports(problem) if spec.supports else None

@@ -12,8 +12,6 @@ nothing about the cuDNN API calls themselves, which only a GPU run does.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from .graphs import GraphSpec, packed_strides, stats_strides
@@ -56,7 +54,7 @@ class EmulatedGraphs:
         for i in range(spec.batch):
             self._sequence(spec, buffers, i)
 
-    def _where(self, spec: GraphSpec, buffers, i: int, side: str) -> tuple[Optional[int], int]:
+    def _where(self, spec: GraphSpec, buffers, i: int, side: str) -> tuple[int | None, int]:
         """(start element of sequence i in the q- or kv-side tensors, its length); start None if not ragged."""
         if spec.ragged:
             return int(buffers[f"offset_{side}"].view(-1)[i]), int(buffers[f"seq_len_{side}"].view(-1)[i])

@@ -16,7 +16,8 @@ Windows: FlashAttention's `(left, right)` (query i sees keys i + Lk - Lq - left 
 i + Lk - Lq + right, -1 unbounded) is cuDNN's band with `diagonal_band_left_bound = left + 1`
 (cuDNN's left bound is exclusive) and `diagonal_band_right_bound = right`, aligned TOP_LEFT where
 every sequence is square (the same thing there) and BOTTOM_RIGHT otherwise. Outputs and lse of
-calls that share query rows are merged by the core executor. Nothing here imports `cudnn`.
+calls that share query rows are merged by the core executor. Nothing here imports `cudnn`, nor torch
+before a call is prepared or run (the plugin registers without torch).
 """
 from __future__ import annotations
 
@@ -25,12 +26,18 @@ import importlib.util
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
-import torch
-from longca.plugin import (CallArgs, FlashPrepared, flash_plan_for, gpu_reason, lse_primitives, make_prepare_run,
-                          resolve_scale)
+
+from longca.plugin import (
+    CallArgs,
+    FlashPrepared,
+    flash_plan_for,
+    gpu_reason,
+    lse_primitives,
+    make_prepare_run,
+    resolve_scale,
+)
 
 from .graphs import CudnnGraphs, GraphSpec, packed_strides
 
@@ -57,8 +64,8 @@ def chosen() -> str:
     return "frontend" if frontend_installed() else "torch"
 
 
-@functools.lru_cache(maxsize=None)
-def frontend_reason() -> Optional[str]:
+@functools.cache
+def frontend_reason() -> str | None:
     """Why the frontend path cannot run in this process (imports `cudnn`: never call it at listing)."""
     reason = gpu_reason()
     if reason:
@@ -76,7 +83,7 @@ def frontend_reason() -> Optional[str]:
     return cudnn_version_reason(version)
 
 
-def cudnn_version_reason(version: int) -> Optional[str]:
+def cudnn_version_reason(version: int) -> str | None:
     """Why this cuDNN (cudnn.backend_version(), e.g. 91900) cannot run the frontend path, or None."""
     if version < MIN_CUDNN:
         return f"the cuDNN frontend path needs cuDNN >= 9.6 (GQA with ragged offsets); this process loads {version}"
@@ -88,6 +95,7 @@ def cudnn_version_reason(version: int) -> Optional[str]:
 
 def backend_label() -> str:
     import cudnn
+    import torch
 
     return (f"cuDNN {cudnn.backend_version()} via cudnn-frontend {cudnn.__version__} "
             f"(SDPA graphs built in prepare; ragged layout for documents, diagonal bands for windows), "
@@ -109,14 +117,14 @@ def band_ok(len_q: int, len_k: int, left: int, right: int) -> bool:
     return (left, right) == (-1, -1) or len_q <= len_k
 
 
-def cudnn_bounds(left: int, right: int) -> tuple[Optional[int], Optional[int]]:
+def cudnn_bounds(left: int, right: int) -> tuple[int | None, int | None]:
     """FlashAttention's (left, right) as cuDNN's (diagonal_band_left_bound, diagonal_band_right_bound)."""
     if left < -1 or right < -1:
         raise ValueError(f"window ({left}, {right}) has no cuDNN diagonal band")
     return (None if left < 0 else left + 1), (None if right < 0 else right)
 
 
-def band_settings(left: int, right: int, square: bool) -> tuple[bool, Optional[int], Optional[int]]:
+def band_settings(left: int, right: int, square: bool) -> tuple[bool, int | None, int | None]:
     """(top_left, left_bound, right_bound): TOP_LEFT alignment where it equals bottom-right."""
     left_bound, right_bound = cudnn_bounds(left, right)
     return square or (left_bound is None and right_bound is None), left_bound, right_bound
@@ -186,6 +194,8 @@ class RaggedLayout:
     ragged = True
 
     def __init__(self, args: CallArgs, q, k):
+        import torch
+
         heads_q, heads_kv, head_dim = q.shape[1], k.shape[1], q.shape[2]
         assert args.cu_q is not None and args.cu_k is not None  # a varlen call
         layout = Ragged(args.cu_q.cpu().numpy(), args.cu_k.cpu().numpy())
@@ -269,6 +279,8 @@ class FrontendAdapter:
 
     def build(self, ex, q, k, v, backward: bool) -> None:
         """Build the graphs of every call of an ExecPlan (the forward's, and the backward's if asked)."""
+        import torch
+
         for call in ex.calls:
             qc, kc, vc = call.pack_q(q), call.pack_k(k), call.pack_k(v)
             layout = self.layout(call.args, qc, kc)
@@ -280,6 +292,8 @@ class FrontendAdapter:
                 self.engine.build(graph_spec(True, call.args, layout, q=qc, k=kc, v=vc, o=qc, dO=qc), q.device)
 
     def fwd(self, q, k, v, args: CallArgs):
+        import torch
+
         layout = self.layout(args, q, k)
         q, k, v = (layout.ready(x) for x in (q, k, v))
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
@@ -289,6 +303,8 @@ class FrontendAdapter:
         return out, layout.lse(stats)
 
     def bwd(self, dout, q, k, v, out, lse, args: CallArgs):
+        import torch
+
         layout = self.layout(args, q, k)
         q, k, v, out, dout = (layout.ready(x) for x in (q, k, v, out, dout))
         dq, dk, dv = (torch.empty(x.shape, dtype=x.dtype, device=x.device) for x in (q, k, v))

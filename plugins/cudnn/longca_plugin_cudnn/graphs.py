@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover - torch is imported where a graph is built
     import torch
@@ -44,8 +44,8 @@ class GraphSpec:
     total_q: int = 0  # tokens of all sequences, ragged only
     total_kv: int = 0
     top_left: bool = True  # diagonal alignment: TOP_LEFT, else BOTTOM_RIGHT (per sequence)
-    left_bound: Optional[int] = None  # cuDNN diagonal_band_left_bound (exclusive), None: unbounded
-    right_bound: Optional[int] = None  # cuDNN diagonal_band_right_bound (inclusive), None: unbounded
+    left_bound: int | None = None  # cuDNN diagonal_band_left_bound (exclusive), None: unbounded
+    right_bound: int | None = None  # cuDNN diagonal_band_right_bound (inclusive), None: unbounded
     scale: float = 1.0
 
     def stride(self, role: str) -> Strides:
@@ -202,10 +202,10 @@ def handle_for(device) -> Any:
 class CudnnGraphs:
     """Built graphs by spec and one shared workspace; `limit` bounds how many graphs are kept."""
 
-    def __init__(self, limit: Optional[int] = None):
+    def __init__(self, limit: int | None = None):
         self._built: OrderedDict[GraphSpec, tuple[Any, dict[str, Any]]] = OrderedDict()
         self._limit = limit
-        self._workspace: Optional[torch.Tensor] = None
+        self._workspace: torch.Tensor | None = None
         self.builds = 0  # graphs built so far (prepare builds them all; a run should add none)
 
     def build(self, spec: GraphSpec, device) -> None:

@@ -18,10 +18,23 @@
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
-from longca.plugin import (FA_MASKS, UNAVAILABLE, CallArgs, ExecCall, KernelSpec, full_or_square_causal, gpu_reason,
-                          head_dim_reason, hookimpl, installed_version, lse_primitives, make_prepare_run, plan_reason)
+from longca.plugin import (
+    FA_MASKS,
+    UNAVAILABLE,
+    CallArgs,
+    ExecCall,
+    KernelSpec,
+    full_or_square_causal,
+    gpu_reason,
+    head_dim_reason,
+    hookimpl,
+    installed_version,
+    lse_primitives,
+    make_prepare_run,
+    plan_reason,
+)
 
 from . import frontend
 
@@ -111,7 +124,7 @@ def public_for(adapter, call: ExecCall, q, k):
     return _sdpa_cudnn if not call.args.varlen and call.args.unwindowed else None
 
 
-def available() -> Optional[str]:
+def available() -> str | None:
     reason = gpu_reason()
     if reason:
         return reason
@@ -122,7 +135,7 @@ def available() -> Optional[str]:
     return None
 
 
-def torch_supports(problem) -> Optional[str]:
+def torch_supports(problem) -> str | None:
     """What the torch path refuses: windows (no band in torch's ops), backward beyond full/causal."""
     if problem.direction != "fwd" and problem.mask not in BACKWARD_MASKS:
         return BACKWARD_REASON
@@ -133,12 +146,12 @@ def torch_supports(problem) -> Optional[str]:
     return head_dim_reason(problem, 8, 256)
 
 
-def torch_caveat(problem) -> Optional[str]:
+def torch_caveat(problem) -> str | None:
     """What a torch-path row of a document or multi-call mask must say beside its number."""
     return None if problem.mask in SINGLE_CALL_MASKS else REBUILD_NOTE
 
 
-def frontend_supports(problem) -> Optional[str]:
+def frontend_supports(problem) -> str | None:
     """What the frontend path refuses: a process where it cannot run, head dims, masks with no band."""
     reason = frontend.frontend_reason()
     if reason:
@@ -148,11 +161,11 @@ def frontend_supports(problem) -> Optional[str]:
     return None
 
 
-def supports(problem) -> Optional[str]:
+def supports(problem) -> str | None:
     return frontend_supports(problem) if PATH == "frontend" else torch_supports(problem)
 
 
-def supports_mask(problem, mask) -> Optional[str]:
+def supports_mask(problem, mask) -> str | None:
     """The mask must plan into calls this path takes: bands through the frontend, else full or square causal."""
     return plan_reason(problem, mask, frontend.band_ok if PATH == "frontend" else full_or_square_causal)
 

@@ -8,9 +8,17 @@ import sys
 
 import pytest
 import torch
-from longca.plugin import (ANY_STATIC, Problem, STATIC_MASKS, full_or_square_causal, get_registry, kernel_rows,
-                          plan_reason, problem_mask)
 
+from longca.plugin import (
+    ANY_STATIC,
+    STATIC_MASKS,
+    Problem,
+    full_or_square_causal,
+    get_registry,
+    kernel_rows,
+    plan_reason,
+    problem_mask,
+)
 from longca_plugin_cudnn import frontend, hooks
 from longca_plugin_cudnn.hooks import BACKWARD_REASON, WINDOW_MASKS
 

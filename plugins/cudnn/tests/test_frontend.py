@@ -8,11 +8,25 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from longca import plugin
-from longca.plugin import (CallArgs, Problem, STATIC_MASKS, assert_close, compare_primitives, get_registry,
-                          lse_primitives, make_inputs, plan_reason, problem_mask, reference_attention,
-                          reference_backward_lse, reference_forward_lse, rel_err, window_slices)
 
+from longca import plugin
+from longca.plugin import (
+    STATIC_MASKS,
+    CallArgs,
+    Problem,
+    assert_close,
+    compare_primitives,
+    get_registry,
+    lse_primitives,
+    make_inputs,
+    plan_reason,
+    problem_mask,
+    reference_attention,
+    reference_backward_lse,
+    reference_forward_lse,
+    rel_err,
+    window_slices,
+)
 from longca_plugin_cudnn import frontend, hooks
 from longca_plugin_cudnn.emulated import EmulatedGraphs, band_mask
 from longca_plugin_cudnn.frontend import FrontendAdapter, Ragged, RaggedLayout, band_ok, band_settings, cudnn_bounds
@@ -132,7 +146,7 @@ def test_emulated_frontend_matches_reference(mask):
     ref = reference_attention(q, k, v, m)
     want = torch.autograd.grad(ref, (q, k, v), dout)
     assert rel_err(out, ref) < 1e-5
-    for got, w in zip(grads, want):
+    for got, w in zip(grads, want, strict=False):
         assert rel_err(got, w) < 1e-5
 
 
@@ -194,7 +208,7 @@ def test_emulated_lse_primitives_on_random_crops(mask, params):
         assert_close(lse, want_lse, 1e-5, "lse")  # -inf rows must match exactly
         dout = torch.randn(out.shape, generator=gen)
         got = backward_lse(dout, q, k, v, want, want_lse, slices)
-        for g, w in zip(got, reference_backward_lse(dout, q, k, v, want, want_lse, slices)):
+        for g, w in zip(got, reference_backward_lse(dout, q, k, v, want, want_lse, slices), strict=False):
             assert rel_err(g, w) < 1e-5
 
 

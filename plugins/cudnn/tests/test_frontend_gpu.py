@@ -6,9 +6,18 @@ from __future__ import annotations
 
 import pytest
 import torch
-from longca.plugin import (Problem, RunOptions, STATIC_MASKS, flash_run_forward, make_inputs, problem_mask,
-                          reference_forward_lse, rel_err, run_problem)
 
+from longca.plugin import (
+    STATIC_MASKS,
+    Problem,
+    RunOptions,
+    flash_run_forward,
+    make_inputs,
+    problem_mask,
+    reference_forward_lse,
+    rel_err,
+    run_problem,
+)
 from longca_plugin_cudnn import frontend, hooks
 
 pytestmark = [pytest.mark.longca_gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from longca.plugin import KernelSpec, hookimpl, installed_version
 
@@ -20,8 +20,8 @@ BLOCK = 128
 MASKS = ("block_sparse_uniform",)
 
 
-@functools.lru_cache(maxsize=None)
-def available() -> Optional[str]:
+@functools.cache
+def available() -> str | None:
     import torch
 
     if importlib.util.find_spec("block_sparse_attn") is None:
@@ -39,7 +39,7 @@ def available() -> Optional[str]:
     return None
 
 
-def supports(problem: Any) -> Optional[str]:
+def supports(problem: Any) -> str | None:
     try:
         block = int(problem.mask_params.get("block", BLOCK))
     except (TypeError, ValueError):

@@ -8,7 +8,7 @@ import importlib.util
 import pytest
 import torch
 
-from longca.plugin import Problem, make_inputs, problem_mask, conformance_tests
+from longca.plugin import Problem, conformance_tests, make_inputs, problem_mask
 from longca_plugin_fa2_sparse import hooks
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
-from typing import Any, Optional
+from typing import Any
 
 from longca import plugin
 from longca.plugin import CallArgs, ExecCall
@@ -133,7 +133,7 @@ def _sdpa_flash(q, k, v, call: ExecCall):
     return out.transpose(1, 2)
 
 
-def varlen_attn_kwargs(call: ExecCall, gqa: bool) -> Optional[dict]:
+def varlen_attn_kwargs(call: ExecCall, gqa: bool) -> dict | None:
     """Keyword arguments for this torch's `varlen_attn`, or None if it lacks what the call needs."""
     try:
         from torch.nn.attention.varlen import varlen_attn
@@ -185,7 +185,7 @@ def public_for(adapter_, call: ExecCall, q, k):
     return None
 
 
-def path_name(adapter_, call: Optional[ExecCall], public) -> str:
+def path_name(adapter_, call: ExecCall | None, public) -> str:
     """Which entry point runs a prepared case (for logs and tests)."""
     if public is _flash_attn_public:
         assert call is not None  # a public entry point runs a single-call plan

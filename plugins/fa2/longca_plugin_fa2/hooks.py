@@ -6,15 +6,13 @@ calls share query rows (see `plan` and `executor`). Block-sparse masks are not s
 """
 from __future__ import annotations
 
-from typing import Optional
-
 from longca import plugin
 from longca.plugin import gpu_reason, installed_version
 
 from . import backends
 
 
-def available() -> Optional[str]:
+def available() -> str | None:
     reason = gpu_reason()
     if reason:
         lib = "flash_attn" if backends.flash_attn_installed() else "torch's bundled FlashAttention-2 (no flash_attn)"

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from longca.plugin import get_registry, kernel_rows
 
+from longca.plugin import get_registry, kernel_rows
 from longca_plugin_fa2 import backends
 
 

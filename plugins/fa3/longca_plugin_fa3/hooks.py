@@ -9,7 +9,6 @@ folder (see README).
 from __future__ import annotations
 
 import importlib.util
-from typing import Optional
 
 from longca import plugin
 from longca.plugin import CallArgs, any_window, head_dim_reason, installed_version, plan_reason
@@ -30,8 +29,8 @@ class FA3(plugin.FlashAdapter):
         return res[0], res[1]
 
     def bwd(self, dout, q, k, v, out, lse, args: CallArgs):
-        import torch
         import flash_attn_interface as fai
+        import torch
 
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         varlen = args.varlen
@@ -47,7 +46,7 @@ class FA3(plugin.FlashAdapter):
         return flash_attn_func, flash_attn_varlen_func
 
 
-def library_reason() -> Optional[str]:
+def library_reason() -> str | None:
     if importlib.util.find_spec("flash_attn_interface") is None or importlib.util.find_spec("flash_attn_3") is None:
         return ("FlashAttention-3 (flash_attn_interface / flash_attn_3) is not installed; no wheel is published: "
                 "build it from flash-attention's hopper/ folder (see the longca-plugin-fa3 README)")
@@ -63,7 +62,7 @@ def build_flags() -> dict:
     return {k: v for k, v in getattr(flash_attn_config, "CONFIG", {}).get("build_flags", {}).items() if v}
 
 
-def build_reason(problem, flags: dict, mask=None) -> Optional[str]:
+def build_reason(problem, flags: dict, mask=None) -> str | None:
     """Why a cut-down build cannot run this problem (calling it anyway crashes the process).
 
     The mask-dependent switches (LOCAL, VARLEN) are judged from `mask`: from supports_mask, with
@@ -90,7 +89,7 @@ def build_reason(problem, flags: dict, mask=None) -> Optional[str]:
     return f"this FlashAttention-3 build was compiled without {what} (FLASH_ATTENTION_DISABLE_* switches)"
 
 
-def supports(problem) -> Optional[str]:
+def supports(problem) -> str | None:
     import torch
 
     if problem.device_type == "cuda" and torch.cuda.get_device_capability(problem.device)[0] != 9:
@@ -98,7 +97,7 @@ def supports(problem) -> Optional[str]:
     return head_dim_reason(problem) or build_reason(problem, build_flags(), mask=False)
 
 
-def supports_mask(problem, mask) -> Optional[str]:
+def supports_mask(problem, mask) -> str | None:
     return plan_reason(problem, mask, any_window) or build_reason(problem, build_flags(), mask)
 
 

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 import torch
+
 from longca.plugin import get_registry, kernel_rows
 
 
@@ -25,7 +26,6 @@ def test_claims():
 def test_cut_down_build_refuses_what_it_lacks():
     """A build without fp16 or other head dims refuses them instead of crashing the process."""
     from longca.plugin import Problem
-
     from longca_plugin_fa3.hooks import build_reason
 
     flags = {f"FLASHATTENTION_DISABLE_{n}": True for n in ("FP16", "HDIM64", "LOCAL")}

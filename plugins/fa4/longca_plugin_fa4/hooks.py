@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Optional
 
 from longca import plugin
 from longca.plugin import CallArgs, installed_version
@@ -52,7 +51,7 @@ class FA4(plugin.FlashAdapter):
         return flash_attn_func, flash_attn_varlen_func
 
 
-def library_reason() -> Optional[str]:
+def library_reason() -> str | None:
     """Why flash-attn-4 cannot be imported here, found without importing it, or None."""
     spec = importlib.util.find_spec("flash_attn")
     locations = list(spec.submodule_search_locations or []) if spec else []

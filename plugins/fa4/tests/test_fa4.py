@@ -5,6 +5,7 @@ import sys
 
 import pytest
 import torch
+
 from longca.plugin import get_registry, kernel_rows
 
 

@@ -13,7 +13,7 @@ import functools
 import importlib.util
 import inspect
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from longca.plugin import BLOCK_SPARSE_MASKS, KernelSpec, hookimpl, installed_version
 
@@ -26,8 +26,8 @@ def _version() -> str:
     return installed_version("flashinfer-python") or ""
 
 
-@functools.lru_cache(maxsize=None)
-def available() -> Optional[str]:
+@functools.cache
+def available() -> str | None:
     import torch
 
     if importlib.util.find_spec("flashinfer") is None:
@@ -37,7 +37,7 @@ def available() -> Optional[str]:
                 f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'none'})")
     try:
         from flashinfer import sparse  # noqa: F401
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - flashinfer's import fails in many ways (JIT, CUDA); each is the reason
         text = str(exc).strip().splitlines()
         return f"flashinfer does not import ({type(exc).__name__}: {text[0] if text else ''})"
     return None
@@ -50,7 +50,7 @@ def _param(problem: Any, name: str, default: Any, cast: type) -> Any:
         return None
 
 
-def supports(problem: Any) -> Optional[str]:
+def supports(problem: Any) -> str | None:
     if problem.batch != 1:
         return f"batch {problem.batch}: the sparse wrappers plan a single sequence (batch 1)"
     block = _param(problem, "block", 128, int)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 from types import ModuleType
-from typing import Optional
 
 import torch
+
 from longca.plugin import lse_attention
 
 from .configs import config
@@ -59,7 +59,7 @@ def _interpreter_upcast(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return tuple(x.float() for x in xs)
 
 
-def _scale(q: torch.Tensor, softmax_scale: Optional[float]) -> float:
+def _scale(q: torch.Tensor, softmax_scale: float | None) -> float:
     scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
     if not scale > 0:
         raise ValueError(f"softmax_scale must be positive, got {softmax_scale}")
@@ -81,7 +81,7 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: Plan) -> Non
 
 
 def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: Plan,
-            softmax_scale: Optional[float] = None) -> tuple[torch.Tensor, torch.Tensor]:
+            softmax_scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(out, lse) of masked attention over the plan's mask."""
     _check(q, k, v, plan)
     dtype = q.dtype
@@ -107,7 +107,7 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: Plan,
 
 
 def backward(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
-             lse: torch.Tensor, plan: Plan, softmax_scale: Optional[float] = None
+             lse: torch.Tensor, plan: Plan, softmax_scale: float | None = None
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk, dv) from the forward's output and lse."""
     _check(q, k, v, plan)
@@ -130,7 +130,7 @@ def backward(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         out, dout, lse, delta, lse2, out.stride(0), out.stride(1), out.stride(2),
         dout.stride(0), dout.stride(1), dout.stride(2), sq, H=heads, D=dim, BM=pre_m)
 
-    def launch_dkdv(dq_acc: Optional[torch.Tensor], bm: int, bn: int, warps: int, stages: int) -> None:
+    def launch_dkdv(dq_acc: torch.Tensor | None, bm: int, bn: int, warps: int, stages: int) -> None:
         """The dK/dV kernel; given a float32 dq_acc, it also adds dQ there (the fused backward)."""
         cols = plan.tiles("cols", bm, bn)
         dq_arg = dq_acc if dq_acc is not None else dk  # unused without FUSED_DQ
@@ -210,19 +210,19 @@ def _side_by_side(first, second, first_outputs) -> None:
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: Plan,
-              softmax_scale: Optional[float] = None) -> torch.Tensor:
+              softmax_scale: float | None = None) -> torch.Tensor:
     """Masked attention with autograd."""
     return lse_attention(lambda q_, k_, v_: forward(q_, k_, v_, plan, softmax_scale),
                          lambda dout, q_, k_, v_, out, lse: backward(dout, q_, k_, v_, out, lse, plan, softmax_scale),
                          q, k, v)
 
 
-def forward_lse(q, k, v, slices, softmax_scale: Optional[float] = None):
+def forward_lse(q, k, v, slices, softmax_scale: float | None = None):
     """CP primitive: (out, lse) over `slices` in the local coordinates of q (rows) and k (columns)."""
     return forward(q, k, v, plan_from_slices(slices, q.shape[1], k.shape[1], q.device), softmax_scale)
 
 
-def backward_lse(dout, q, k, v, out, lse, slices, softmax_scale: Optional[float] = None):
+def backward_lse(dout, q, k, v, out, lse, slices, softmax_scale: float | None = None):
     """CP primitive: (dq, dk, dv) over `slices` from the forward's output and lse."""
     return backward(dout, q, k, v, out, lse, plan_from_slices(slices, q.shape[1], k.shape[1], q.device),
                     softmax_scale)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Iterator, Optional
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ GPU = {
     64: Config(128, 128, 8, 3, 64, 128, 8, 3, 128, 64, 8, 3),
     128: Config(128, 128, 8, 3, 64, 128, 8, 3, 128, 64, 8, 3, dkv_head_minor=1, bwd_streams=2),
 }
-_override: Optional[dict] = None
+_override: dict | None = None
 ENV_BWD = "LONGCA_FLASHMASK_BWD"
 BWD_MODES = {"split": 0, "fused": 1}
 
@@ -64,7 +64,7 @@ def interpreter_config(seqlen: int) -> Config:
                   fused_stages=1, fused_rotate=1)
 
 
-def env_bwd_fused() -> Optional[int]:
+def env_bwd_fused() -> int | None:
     """LONGCA_FLASHMASK_BWD as bwd_fused (1 fused, 0 split), None when unset; ValueError if unknown."""
     value = os.environ.get(ENV_BWD, "").strip().lower()
     if not value:

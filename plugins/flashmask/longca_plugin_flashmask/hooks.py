@@ -6,7 +6,6 @@ and works without triton or a GPU.
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 from longca.plugin import ANY_STATIC, Device, KernelSpec, hookimpl
 
@@ -18,7 +17,7 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0").lower() not in ("", "0", "false", "no")
 
 
-def available() -> Optional[str]:
+def available() -> str | None:
     """None, or why the kernel cannot run here (no triton; no CUDA GPU and no interpreter)."""
     import importlib.util
 
@@ -37,7 +36,7 @@ def devices() -> tuple[Device, ...]:
     return ("cpu", "cuda") if interpreting() else ("cuda",)
 
 
-def interpreter_problem() -> Optional[str]:
+def interpreter_problem() -> str | None:
     """Why this Triton's interpreter cannot run the kernels, or None.
 
     Before Triton 3.7 the interpreter turns a loop bound loaded from memory into an int with
@@ -57,7 +56,7 @@ def interpreter_problem() -> Optional[str]:
     return None
 
 
-def supports(problem) -> Optional[str]:
+def supports(problem) -> str | None:
     """CPU problems need the interpreter (TRITON_INTERPRET=1 may be set after the plugin loaded)."""
     if problem.device_type == "cpu":
         if not interpreting():
@@ -66,7 +65,7 @@ def supports(problem) -> Optional[str]:
     return None
 
 
-def supports_mask(problem, mask) -> Optional[str]:
+def supports_mask(problem, mask) -> str | None:
     """FlashMask takes a mask with at most two masked row intervals per key column (its bounds)."""
     return mask.flashmask_problem()
 
@@ -101,7 +100,7 @@ def backend() -> str:
         import triton
 
         version = triton.__version__
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a triton that fails to import in any way reads as missing
         version = "missing"
     mode = "interpreter" if interpreting() else "gpu"
     return f"longca_plugin_flashmask.triton (triton {version}, {mode}, backward {backward_mode()})"
@@ -153,5 +152,5 @@ def longca_env_info(info) -> None:
         import triton
 
         info["triton"] = triton.__version__
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a triton that fails to import in any way reads as missing
         info["triton"] = None

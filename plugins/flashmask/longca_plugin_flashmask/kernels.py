@@ -41,7 +41,7 @@ def fwd_kernel(Q, K, V, Out, LSE, BOUNDS, CNT, IDX, ORDER, scale_log2,
     b64 = b.to(tl.int64)
     row0 = (qb * BM).to(tl.int64)
     q_ptrs = Q + (b64 * stride_qb + h * stride_qh + row0 * stride_qs) + (offs_m[:, None] * stride_qs + dims[None, :])
-    if EVEN_M:
+    if EVEN_M:  # noqa: SIM108 - triton kernel: the branch form its compiler takes
         q = tl.load(q_ptrs)
     else:
         q = tl.load(q_ptrs, mask=rows[:, None] < SQ, other=0.0)
@@ -61,7 +61,7 @@ def fwd_kernel(Q, K, V, Out, LSE, BOUNDS, CNT, IDX, ORDER, scale_log2,
             cols = col0 + offs_n
             k_ptrs = k_base + col0.to(tl.int64) * stride_ks + k_offs
             v_ptrs = v_base + col0.to(tl.int64) * stride_vs + v_offs
-            if phase == 0 and not EVEN_N:
+            if phase == 0 and not EVEN_N:  # noqa: SIM108 - triton kernel: the branch form its compiler takes
                 k = tl.load(k_ptrs, mask=cols[:, None] < SK, other=0.0)
             else:
                 k = tl.load(k_ptrs)
@@ -86,7 +86,7 @@ def fwd_kernel(Q, K, V, Out, LSE, BOUNDS, CNT, IDX, ORDER, scale_log2,
             alpha = tl.math.exp2(m_i - m_use)
             l_i = l_i * alpha + tl.sum(p, 1)
             acc = acc * alpha[:, None]
-            if phase == 0 and not EVEN_N:
+            if phase == 0 and not EVEN_N:  # noqa: SIM108 - triton kernel: the branch form its compiler takes
                 v = tl.load(v_ptrs, mask=cols[:, None] < SK, other=0.0)
             else:
                 v = tl.load(v_ptrs)
@@ -268,7 +268,7 @@ def bwd_dq_kernel(Q, K, V, DO, LSE2, DELTA, DQ, BOUNDS, CNT, IDX, ORDER, sm_scal
     q_ptrs = Q + (b64 * stride_qb + h * stride_qh + row0 * stride_qs) + (offs_m[:, None] * stride_qs + dims[None, :])
     do_ptrs = (DO + (b64 * stride_dob + h * stride_doh + row0 * stride_dos)
                + (offs_m[:, None] * stride_dos + dims[None, :]))
-    if EVEN_M:
+    if EVEN_M:  # noqa: SIM108 - triton kernel: the branch form its compiler takes
         q = tl.load(q_ptrs)
         do = tl.load(do_ptrs)
         lse = tl.load(LSE2 + off_bh * SQ + rows)
@@ -293,7 +293,7 @@ def bwd_dq_kernel(Q, K, V, DO, LSE2, DELTA, DQ, BOUNDS, CNT, IDX, ORDER, sm_scal
             cols = col0 + offs_n
             k_ptrs = k_base + col0.to(tl.int64) * stride_ks + k_offs
             v_ptrs = v_base + col0.to(tl.int64) * stride_vs + v_offs
-            if phase == 0 and not EVEN_N:
+            if phase == 0 and not EVEN_N:  # noqa: SIM108 - triton kernel: the branch form its compiler takes
                 k = tl.load(k_ptrs, mask=cols[:, None] < SK, other=0.0)
                 v = tl.load(v_ptrs, mask=cols[:, None] < SK, other=0.0)
             else:

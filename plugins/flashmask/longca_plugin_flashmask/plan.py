@@ -10,8 +10,8 @@ software-pipelined. Memory is O(Sk) for the bounds and O(blocks²) int32 for the
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import numpy as np
 import torch

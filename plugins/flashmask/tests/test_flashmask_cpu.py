@@ -14,9 +14,17 @@ import torch
 
 pytest.importorskip("triton")
 
-from longca.plugin import reference_attention, reference_backward_lse, reference_forward_lse, rel_err  # noqa: E402
 from longca import plugin  # noqa: E402
-from longca.plugin import Problem, STATIC_MASKS, assert_close, problem_mask  # noqa: E402
+from longca.plugin import (  # noqa: E402  # noqa: E402
+    STATIC_MASKS,
+    Problem,
+    assert_close,
+    problem_mask,
+    reference_attention,
+    reference_backward_lse,
+    reference_forward_lse,
+    rel_err,
+)
 from longca_plugin_flashmask import hooks  # noqa: E402
 from longca_plugin_flashmask.attention import attention, backward_lse, forward_lse  # noqa: E402
 from longca_plugin_flashmask.plan import FULL, SKIP, classify, make_plan  # noqa: E402
@@ -66,7 +74,7 @@ def compare(slices, q, k, v, sq, sk):
     qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
     ref = reference_attention(qf, kf, vf, slices)
     want = torch.autograd.grad(ref, (qf, kf, vf), dout.float())
-    return {"out": rel_err(out, ref), **{f"d{n}": rel_err(g, w) for n, g, w in zip("qkv", got, want)}}
+    return {"out": rel_err(out, ref), **{f"d{n}": rel_err(g, w) for n, g, w in zip("qkv", got, want, strict=False)}}
 
 
 @pytest.mark.parametrize("name", STATIC_MASKS)
@@ -140,7 +148,7 @@ def test_fused_cp_primitive_empty_rows(fused):
     got = backward_lse(dout, q, k, v, out, lse, empty)
     want = reference_backward_lse(dout, q, k, v, out, lse, empty)
     assert got[0][:, :16].abs().max() == 0
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=False):
         assert rel_err(g, w) < TOL
 
 
@@ -213,7 +221,7 @@ def test_cp_primitives_rectangular_and_empty_rows():
     dout = torch.randn_like(out)
     got = backward_lse(dout, q, k, v, ref_out, ref_lse, empty)
     want = reference_backward_lse(dout, q, k, v, ref_out, ref_lse, empty)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=False):
         assert rel_err(g, w) < TOL
 
 

@@ -15,7 +15,7 @@ import os
 import pytest
 import torch
 
-from longca.plugin import Problem, RunOptions, STATIC_MASKS, TOLERANCE, conformance_tests, run_problem
+from longca.plugin import STATIC_MASKS, TOLERANCE, Problem, RunOptions, conformance_tests, run_problem
 
 pytestmark = pytest.mark.longca_gpu
 CASES = {

@@ -16,9 +16,6 @@ kernel). What refuses a case, and where:
 """
 from __future__ import annotations
 
-from typing import Optional
-
-import torch
 from longca.plugin import hookimpl, installed_version
 from longca_plugin_flex.kernel import FlexKernel
 
@@ -27,8 +24,10 @@ KERNEL = FlexKernel(KERNEL_OPTIONS)
 CAPABILITIES = (9, 10)  # Hopper, Blackwell: the architectures flash-attn-4's CuTe kernels are written for
 
 
-def torch_reason() -> Optional[str]:
+def torch_reason() -> str | None:
     """Why this torch cannot lower flex_attention to FLASH, in torch's own words, or None."""
+    import torch
+
     try:
         from torch._inductor.kernel.flex import flex_flash_attention as ffa
     except ImportError:
@@ -36,12 +35,18 @@ def torch_reason() -> Optional[str]:
     try:
         if ffa.ensure_flash_available():
             return None
-        return ffa._flash_attention_unavailable_message()  # noqa: SLF001 - torch's reason, verbatim
+        message = getattr(ffa, "_flash_attention_unavailable_message", None)  # torch >= 2.12 words it
+        if message is not None:
+            return message()  # torch's reason, verbatim
+        return (f"torch {torch.__version__}'s FLASH backend for flex_attention is unavailable: "
+                f"flash-attn-4 (flash_attn.cute) is not importable (pip install 'longca-plugin-flex-fa4[cu13]')")
     except Exception as exc:  # noqa: BLE001 - a broken flash-attn-4 install must not stop listing
         return f"flash-attn-4 failed to import: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
-def available() -> Optional[str]:
+def available() -> str | None:
+    import torch
+
     if torch.version.cuda is None:
         return f"needs a CUDA GPU; torch {torch.__version__} is a CPU-only build"
     if not torch.cuda.is_available():
@@ -52,7 +57,7 @@ def available() -> Optional[str]:
     return torch_reason()
 
 
-def supports(problem) -> Optional[str]:
+def supports(problem) -> str | None:
     """flash-attn-4's own head-dim check for this GPU (its assertion message), where it can be asked."""
     if problem.device_type != "cuda" or available() is not None:
         return None  # the capability checks say why first
@@ -60,6 +65,8 @@ def supports(problem) -> Optional[str]:
         from flash_attn.cute.interface import _validate_head_dims
     except ImportError:
         return None
+    import torch
+
     major = torch.cuda.get_device_capability(problem.device)[0]
     alignment = 16 // torch.empty((), dtype=getattr(torch, problem.dtype)).element_size()
     try:
@@ -74,6 +81,8 @@ def version() -> str:
 
 
 def backend() -> str:
+    import torch
+
     return (f"torch {torch.__version__} flex_attention, BACKEND=FLASH (flash-attn-4 {version()}), "
             f"create_block_mask over each mask's natural mask_mod")
 

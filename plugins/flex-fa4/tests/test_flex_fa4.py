@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from longca.plugin import Problem, RunOptions, STATIC_MASKS, get_registry, run_problem
 
+from longca.plugin import STATIC_MASKS, Problem, RunOptions, get_registry, run_problem
 from longca_plugin_flex_fa4 import hooks
 
 
@@ -29,3 +29,24 @@ def test_without_a_gpu_the_row_is_unsupported_with_the_reason():
 def test_torch_reason_names_what_is_missing():
     reason = hooks.torch_reason()
     assert reason is None or "flash" in reason.lower() or "torch" in reason.lower()
+
+
+@pytest.mark.parametrize("has_message", [True, False])
+def test_torch_reason_without_flash_attn_4_says_so_in_any_torch(monkeypatch, has_message):
+    """torch 2.11 has no `_flash_attention_unavailable_message` (seen on the H200): the reason must
+    still say that flash-attn-4 is missing, not that an attribute is."""
+    import types
+
+    from torch._inductor.kernel.flex import flex_flash_attention as real
+
+    fake = types.ModuleType(real.__name__)
+    fake.ensure_flash_available = lambda: False  # type: ignore[attr-defined]
+    if has_message:
+        fake._flash_attention_unavailable_message = lambda: "torch says: install flash-attn-4"  # type: ignore[attr-defined]
+    monkeypatch.setitem(__import__("sys").modules, real.__name__, fake)
+    monkeypatch.setattr(__import__(real.__name__.rsplit(".", 1)[0], fromlist=["x"]), "flex_flash_attention", fake)
+    reason = hooks.torch_reason()
+    if has_message:
+        assert reason == "torch says: install flash-attn-4"
+    else:
+        assert "flash-attn-4" in reason and "not importable" in reason and "AttributeError" not in reason

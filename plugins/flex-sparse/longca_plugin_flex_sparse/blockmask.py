@@ -10,8 +10,9 @@ makes partial tiles wherever a tile's four blocks are not all kept or all droppe
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 import numpy as np
 
@@ -103,7 +104,7 @@ def build(layout: Any, heads: int, tile: int, device: Any, full_blocks: bool = T
     seqlen = int(layout.q_bounds[-1])
     full, partial = classify(layout, tile, device)
     counts = (int(full.sum()), int(partial.sum()))
-    full_args: tuple[Optional[Any], Optional[Any]] = (None, None)
+    full_args: tuple[Any | None, Any | None] = (None, None)
     if full_blocks:
         full_args = _kv_blocks(full, heads)
     else:

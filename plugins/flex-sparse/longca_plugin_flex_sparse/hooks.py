@@ -9,15 +9,16 @@ FlexAttention has no backward on CPU at all.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 from longca.plugin import BLOCK_SPARSE_MASKS, KernelSpec, hookimpl
 
 from . import blockmask
 
 RECOMPILE_LIMIT = 4096  # a sweep compiles once per shape; never fall back to eager silently
-_flex: Optional[Callable[..., Any]] = None
+_flex: Callable[..., Any] | None = None
 
 
 def _compiled() -> Callable[..., Any]:
@@ -36,7 +37,7 @@ def _compiled() -> Callable[..., Any]:
     return _flex
 
 
-def available() -> Optional[str]:
+def available() -> str | None:
     import torch
 
     try:
@@ -48,7 +49,7 @@ def available() -> Optional[str]:
     return None
 
 
-def supports(problem: Any) -> Optional[str]:
+def supports(problem: Any) -> str | None:
     if problem.device_type == "cpu" and problem.direction != "fwd":
         import torch
 

@@ -9,11 +9,15 @@ is masked for rows in [UTS[k], UTE[k]) and [LTS[k], LTE[k]). The kernel evaluate
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
 from longca import plugin
+
+if TYPE_CHECKING:  # pragma: no cover - torch is imported where a mask is built: the plugin registers without it
+    import torch
 
 BLOCK = 128
 
@@ -46,8 +50,8 @@ def flashmask_mask_mod(slices: np.ndarray, seqlen_q: int, seqlen_k: int, device)
 class _Bound:
     """One per-key bound B[k] of the mask_mod: the comparisons `q < B[k]` and `q >= B[k]`."""
 
-    def __init__(self, const: Optional[int] = None, shift: Optional[tuple[int, Optional[int], Optional[int]]] = None,
-                 table: Optional[torch.Tensor] = None):
+    def __init__(self, const: int | None = None, shift: tuple[int, int | None, int | None] | None = None,
+                 table: torch.Tensor | None = None):
         self.const, self.shift, self.table = const, shift, table
 
     def below(self, q, kv, seqlen_q: int) -> Any:
@@ -86,6 +90,8 @@ def _bound(values: np.ndarray, device) -> _Bound:
     for c in candidates:
         if np.array_equal(values, np.clip(keys + c, lo, hi)):
             return _Bound(shift=(c, lo if lo > c else None, hi if hi < c + len(values) - 1 else None))
+    import torch
+
     return _Bound(table=torch.from_numpy(values.astype(np.int32)).to(device))
 
 
@@ -104,6 +110,8 @@ def _or(a: Any, b: Any) -> Any:
 
 def _block_lists(selected: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
     """(counts (nqb,), indices (nqb, nkb)) with each row's selected key blocks first, in order."""
+    import torch
+
     counts = selected.sum(axis=1).astype(np.int32)
     order = np.argsort(~selected, axis=1, kind="stable").astype(np.int32)
     return torch.from_numpy(counts), torch.from_numpy(order)

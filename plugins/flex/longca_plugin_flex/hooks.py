@@ -10,9 +10,6 @@ correctness at small sizes. `LONGCA_FLEX_COMPILE=0/1` forces either.
 """
 from __future__ import annotations
 
-from typing import Optional
-
-import torch
 from longca.plugin import hookimpl
 
 from .kernel import FlexKernel
@@ -20,7 +17,7 @@ from .kernel import FlexKernel
 KERNEL = FlexKernel()
 
 
-def supports(problem) -> Optional[str]:
+def supports(problem) -> str | None:
     if problem.device_type == "cpu" and problem.direction != "fwd":
         return "FlexAttention has no backward on CPU (torch raises NotImplementedError); forward only"
     if problem.head_dim < 16:
@@ -28,7 +25,9 @@ def supports(problem) -> Optional[str]:
     return None
 
 
-def available() -> Optional[str]:
+def available() -> str | None:
+    import torch
+
     try:
         import torch.nn.attention.flex_attention as fa
     except ImportError:
@@ -39,6 +38,8 @@ def available() -> Optional[str]:
 
 
 def backend() -> str:
+    import torch
+
     return (f"torch {torch.__version__} flex_attention, Triton backend (compiled on CUDA, eager on CPU), "
             f"create_block_mask over each mask's natural mask_mod")
 

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any
 
-import torch
 from longca.plugin import ANY_STATIC, KernelSpec, SlicesCache, UnsupportedError, mask_mod_builder, natural_mask_mod
 
 from .blockmask import BLOCK, block_mask_from_slices
+
+if TYPE_CHECKING:  # pragma: no cover - torch is imported where a call runs: the plugin registers without it
+    import torch
 
 RECOMPILE_LIMIT = 4096
 
@@ -67,7 +69,7 @@ class BlockMaskCache:
 class FlexKernel:
     """prepare / run / lse primitives of flex_attention with fixed `kernel_options`."""
 
-    def __init__(self, kernel_options: Optional[dict[str, Any]] = None):
+    def __init__(self, kernel_options: dict[str, Any] | None = None):
         self.kernel_options = dict(kernel_options or {})
         self._compiled: dict[str, Any] = {}
         self.block_masks = BlockMaskCache()
@@ -81,6 +83,7 @@ class FlexKernel:
 
     def fn(self, device: torch.device):
         """flex_attention (with this kernel's options), compiled once per process where wanted."""
+        import torch
         from torch.nn.attention.flex_attention import flex_attention
 
         eager = functools.partial(flex_attention, kernel_options=self.kernel_options) if self.kernel_options \
@@ -115,13 +118,15 @@ class FlexKernel:
     def run(self, block_mask, q, k, v):
         return self.call(q, k, v, block_mask)
 
-    def forward_lse(self, q, k, v, slices, softmax_scale: Optional[float] = None):
+    def forward_lse(self, q, k, v, slices, softmax_scale: float | None = None):
+        import torch
+
         bm = self.block_masks.get(slices, q.shape[1], k.shape[1], q.device)
         with torch.no_grad():
             out, lse = self.call(q, k, v, bm, softmax_scale, lse=True)
         return out, lse.float()
 
-    def backward_lse(self, dout, q, k, v, out, lse, slices, softmax_scale: Optional[float] = None):
+    def backward_lse(self, dout, q, k, v, out, lse, slices, softmax_scale: float | None = None):
         """Gradients of the part of a split softmax that `slices` covers, given the merged out and lse.
 
         flex_attention has no backward that takes another out and lse, so this recomputes the local
@@ -129,6 +134,8 @@ class FlexKernel:
         FlashAttention's) and back-propagates `split_softmax_grads` into them: exactly the gradient
         of the merged attention with respect to this part.
         """
+        import torch
+
         bm = self.block_masks.get(slices, q.shape[1], k.shape[1], q.device)
         leaves = [t.detach().requires_grad_() for t in (q, k, v)]
         with torch.enable_grad():
@@ -141,11 +148,13 @@ class FlexKernel:
                     raise
                 raise UnsupportedError(f"backward_lse needs the gradient through flex_attention's lse, which this "
                                        f"backend refuses: {dlse_refusal(exc)}") from exc
-        return tuple(torch.zeros_like(x) if g is None else g for g, x in zip(grads, (q, k, v)))
+        return tuple(torch.zeros_like(x) if g is None else g for g, x in zip(grads, (q, k, v), strict=True))
 
     def split_softmax_grads_for(self, device: torch.device):
         """`split_softmax_grads`, compiled where flex is: eager, it makes about ten passes over fp32 copies
         of the (B, S, H, D) activations; compiled, the reduction and the scaling are fused."""
+        import torch
+
         if not compile_wanted(device):
             return split_softmax_grads
         if "grads" not in self._compiled:
@@ -160,6 +169,8 @@ def split_softmax_grads(dout, out_l, out, lse_l, lse):
     part gets dout * c for its output and c * rowsum(dout * (out_l - out)) for its lse.
     Shapes: dout, out_l, out (B, S, H, D); lse_l, lse (B, H, S).
     """
+    import torch
+
     c = torch.exp(lse_l.float() - lse.float()).nan_to_num(0.0)  # (B, H, S); a row with no keys here: 0
     rows = (dout.float() * (out_l.float() - out.float())).sum(-1).transpose(1, 2)  # (B, H, S)
     d_out = (dout.float() * c.transpose(1, 2).unsqueeze(-1)).to(out_l.dtype)
@@ -173,7 +184,7 @@ def dlse_refusal(exc: BaseException) -> str:
     return text[start if start >= 0 else 0:][:200]
 
 
-def supports_mask(problem, mask) -> Optional[str]:
+def supports_mask(problem, mask) -> str | None:
     """A mask with no natural mask_mod falls back to FlashMask bounds: at most two masked row intervals per key."""
     if mask.slices is not None and mask_mod_builder(mask.name) is not None:
         return None
@@ -190,6 +201,7 @@ def block_mask_for(mask, device):
     mask_mod = natural_mask_mod(mask, device) if mask.slices is not None else None
     if mask_mod is None:
         return block_mask_from_slices(mask.slices, mask.seqlen, mask.seqlen, device)
+    import torch
     from torch.nn.attention.flex_attention import create_block_mask
 
     device = torch.device(device)

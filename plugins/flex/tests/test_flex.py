@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from longca.plugin import Problem, RunOptions, STATIC_MASKS, problem_mask, run_problem
 
+from longca.plugin import STATIC_MASKS, Problem, RunOptions, problem_mask, run_problem
 from longca_plugin_flex.blockmask import block_mask_from_slices
 
 pytestmark = pytest.mark.numerics  # float results: CI runs these again under another ATEN_CPU_CAPABILITY
@@ -173,7 +173,7 @@ def test_split_softmax_grads_give_the_merged_attentions_gradient():
         g_q, g_k, g_v = torch.autograd.grad((out_l, lse_l), local, terms)
         dq += g_q
         dk[:, part], dv[:, part] = g_k, g_v
-    for got, ref in zip((dq, dk, dv), want):
+    for got, ref in zip((dq, dk, dv), want, strict=True):
         assert torch.allclose(got, ref, atol=1e-6), (got - ref).abs().max()  # the terms are computed in float32
 
 

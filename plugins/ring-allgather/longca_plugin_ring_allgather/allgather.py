@@ -6,8 +6,17 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from longca.plugin import (CPPlan, Call, GradAccumulator, OutputAccumulator, backward_calls, forward_calls,
-                          gather_seq, lse_attention, reduce_scatter_seq)
+from longca.plugin import (
+    Call,
+    CPPlan,
+    GradAccumulator,
+    OutputAccumulator,
+    backward_calls,
+    forward_calls,
+    gather_seq,
+    lse_attention,
+    reduce_scatter_seq,
+)
 
 
 @dataclass

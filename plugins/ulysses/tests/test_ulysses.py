@@ -1,4 +1,5 @@
 import pytest
+
 from longca import plugin
 
 # numerics: float results, CI runs these again under another ATEN_CPU_CAPABILITY; slow: spawns gloo ranks

@@ -7,7 +7,7 @@ come from longca-plugin-vsa.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from longca.plugin import hookimpl
 from longca_plugin_vsa import kernel, library
@@ -16,7 +16,7 @@ from longca_plugin_vsa.tiles import TILE, block_param
 KIND = "triton"
 
 
-def supports(problem: Any) -> Optional[str]:
+def supports(problem: Any) -> str | None:
     reason = kernel.layout_reason(problem)
     if reason:
         return reason

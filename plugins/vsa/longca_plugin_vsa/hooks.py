@@ -6,7 +6,7 @@ forward and backward. See README.md for building it offline.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from longca.plugin import hookimpl
 
@@ -15,7 +15,7 @@ from . import kernel, library
 KIND = "tk"
 
 
-def supports(problem: Any) -> Optional[str]:
+def supports(problem: Any) -> str | None:
     reason = kernel.layout_reason(problem)
     if reason:
         return reason

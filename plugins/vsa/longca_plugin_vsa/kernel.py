@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from . import library
 from .tiles import Tiles, block_map, block_reason, from_tiles, make_tiles, to_tiles
@@ -15,7 +15,7 @@ class Prepared:
     index: tuple  # (q2k_idx, q2k_num) for fastvideo-kernel, (block_map,) for vsa 0.0.x
 
 
-def layout_reason(problem: Any) -> Optional[str]:
+def layout_reason(problem: Any) -> str | None:
     """What both kernels refuse about the mask, before anything is built."""
     return block_reason(problem)
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 from longca.plugin import installed_version
 
@@ -26,7 +27,7 @@ class Backend:
     package: str
     kind: str
     attn: Callable[..., Any]
-    to_index: Optional[Callable[[Any], tuple]]  # block map -> index tensors; None: attn takes the map
+    to_index: Callable[[Any], tuple] | None  # block map -> index tensors; None: attn takes the map
     exact_variable_backward: bool = True  # False: the backward is wrong unless every tile is full
 
     @property
@@ -44,7 +45,7 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
-def _fastvideo(kind: str) -> tuple[Optional[Backend], str]:
+def _fastvideo(kind: str) -> tuple[Backend | None, str]:
     package = f"fastvideo-kernel {installed_version('fastvideo-kernel')}"
     try:  # the package re-exports the function block_sparse_attn under the module's name: import the module
         bsa = importlib.import_module("fastvideo_kernel.block_sparse_attn")
@@ -57,7 +58,7 @@ def _fastvideo(kind: str) -> tuple[Optional[Backend], str]:
         return Backend(package, kind, bsa.block_sparse_attn_triton, map_to_index), ""
     try:
         from fastvideo_kernel._C import fastvideo_kernel_ops as ops
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - a compiled extension fails to import in many ways; each is a reason
         import torch
 
         return None, (f"{package}: its CUDA extension does not load ({_first_line(exc)}); build fastvideo-kernel "
@@ -67,12 +68,12 @@ def _fastvideo(kind: str) -> tuple[Optional[Backend], str]:
     return Backend(package, kind, bsa.block_sparse_attn_sm90, map_to_index), ""
 
 
-def _vsa(kind: str) -> tuple[Optional[Backend], str]:
+def _vsa(kind: str) -> tuple[Backend | None, str]:
     package = f"vsa {installed_version('vsa')}"
     try:
         import vsa
         from vsa import block_sparse_wrapper as wrapper
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - a compiled extension fails to import in many ways; each is a reason
         why = f"{package} does not import ({_first_line(exc)})"
         if kind == "triton":
             why += ("; its __init__ loads the CUDA extension on sm90 before the Triton path, so use "
@@ -86,8 +87,8 @@ def _vsa(kind: str) -> tuple[Optional[Backend], str]:
     return Backend(package, kind, attn, None), ""
 
 
-@functools.lru_cache(maxsize=None)
-def find(kind: str) -> tuple[Optional[Backend], Optional[str]]:
+@functools.cache
+def find(kind: str) -> tuple[Backend | None, str | None]:
     """(backend, None), or (None, why this kind of VSA kernel cannot run here)."""
     import torch
 

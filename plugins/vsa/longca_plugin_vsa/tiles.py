@@ -13,7 +13,7 @@ timed call, as a VSA user pays them too.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 TILE = 64
 
 
-def block_param(problem: Any) -> Optional[int]:
+def block_param(problem: Any) -> int | None:
     """The mask's `block` parameter (the catalog's default is 128); None if it is not a number."""
     try:
         return int(problem.mask_params.get("block", 128))
@@ -31,7 +31,7 @@ def block_param(problem: Any) -> Optional[int]:
         return None
 
 
-def block_reason(problem: Any) -> Optional[str]:
+def block_reason(problem: Any) -> str | None:
     """Why the problem's block size does not fit VSA's tiles, or None."""
     block = block_param(problem)
     if block is not None and block != TILE:
@@ -44,9 +44,9 @@ def block_reason(problem: Any) -> Optional[str]:
 class Tiles:
     """Where the tokens go: `dest` (S,) is each token's padded position (None: no padding needed)."""
 
-    dest: Optional["torch.Tensor"]
+    dest: torch.Tensor | None
     padded_len: int
-    block_sizes: "torch.Tensor"  # (num_blocks,) int32: real tokens of each tile
+    block_sizes: torch.Tensor  # (num_blocks,) int32: real tokens of each tile
 
 
 def block_sizes(layout: Any) -> np.ndarray:
@@ -74,7 +74,7 @@ def make_tiles(layout: Any, device: Any) -> Tiles:
     return Tiles(dest, padded, count)
 
 
-def to_tiles(x: "torch.Tensor", tiles: Tiles) -> "torch.Tensor":
+def to_tiles(x: torch.Tensor, tiles: Tiles) -> torch.Tensor:
     """(B, S, H, D) -> contiguous (B, H, S_pad, D) with zeros in the padding; differentiable."""
     heads_first = x.transpose(1, 2)
     if tiles.dest is None:
@@ -83,14 +83,14 @@ def to_tiles(x: "torch.Tensor", tiles: Tiles) -> "torch.Tensor":
     return padded.index_copy(2, tiles.dest, heads_first)
 
 
-def from_tiles(out: "torch.Tensor", tiles: Tiles) -> "torch.Tensor":
+def from_tiles(out: torch.Tensor, tiles: Tiles) -> torch.Tensor:
     """(B, H, S_pad, D) -> (B, S, H, D), dropping the rows of the padding."""
     if tiles.dest is not None:
         out = out.index_select(2, tiles.dest)
     return out.transpose(1, 2)
 
 
-def block_map(layout: Any, batch: int, heads: int, device: Any) -> "torch.Tensor":
+def block_map(layout: Any, batch: int, heads: int, device: Any) -> torch.Tensor:
     """The kept blocks as VSA's bool block map (B, H, num_q_blocks, num_k_blocks), contiguous."""
     import torch
 

@@ -51,7 +51,7 @@ def test_tiles_match_reference(mask, seqlen):
     dout = torch.randn_like(out)
     got = torch.autograd.grad(out, (q, k, v), dout)
     want = torch.autograd.grad(ref, (q, k, v), dout)
-    for name, g, w in zip("qkv", got, want):
+    for name, g, w in zip("qkv", got, want, strict=True):
         assert_close(g, w, 1e-5, f"d{name}")
 
 

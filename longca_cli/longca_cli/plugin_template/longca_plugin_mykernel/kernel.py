@@ -7,7 +7,6 @@ those tiles, so masked work is skipped. Replace the body of `_attend` with a cal
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import numpy as np
 
@@ -16,7 +15,7 @@ from longca import plugin  # block_map, dense, PARTIAL: the tile plan
 TILE = 128
 
 
-def available() -> Optional[str]:
+def available() -> str | None:
     """None, or why the kernel cannot run here. Import your library here, inside a try."""
     try:
         import torch  # noqa: F401
@@ -25,7 +24,7 @@ def available() -> Optional[str]:
     return None
 
 
-def supports(problem) -> Optional[str]:
+def supports(problem) -> str | None:
     """None, or why this problem is refused beyond what the KernelSpec declares."""
     if problem.seqlen > 65536:
         return "the plain-PyTorch tile loop is too slow beyond 64K tokens"
@@ -121,7 +120,7 @@ def _attend_backward(dout, q, k, v, out, lse, tiles: list, scale: float):
     return dq.transpose(1, 2).to(q.dtype), per_kv_head(dk, k), per_kv_head(dv, v)
 
 
-def _scale(q, softmax_scale: Optional[float]) -> float:
+def _scale(q, softmax_scale: float | None) -> float:
     return softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
 
 
