@@ -124,6 +124,7 @@ def time_call(fn: Callable[[], object], device, warmup: int, repeat: int) -> lis
 def measure(spec, case: dict[str, Any], crops: dict[str, Any], grid: dict[str, Any], direction: str,
             device) -> dict[str, Any]:
     import torch
+
     from longca_sim.costmodel import pair_table, table_features
     from longca_sim.segments import case_slices
 
@@ -208,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
         fail(f"--max-minutes must be positive, got {args.max_minutes}")
 
     import torch
+
     from longca.errors import LongcaError
     from longca.plugins import get_registry
 

@@ -17,6 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
 from longca.masks import slices as sl  # noqa: E402
 from longca.problem import Problem, build_mask  # noqa: E402
 from longca_cp.calls import pair_calls  # noqa: E402

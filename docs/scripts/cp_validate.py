@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from longca.problem import build_mask
 from longca_cp.accounting import schedule_of
 from longca_sim.calibrate import OVERHEAD_MASKS, call_overhead_misses, fit_call_overhead, row_problem, simulate_row

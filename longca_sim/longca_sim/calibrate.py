@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+
 from longca.problem import Problem
 from longca.results import ResultRow
 

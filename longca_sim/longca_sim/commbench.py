@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
+
 from longca_cp.comm import _all_gather, _reduce_scatter
 from longca_cp.schedule import COLLECTIVES
 

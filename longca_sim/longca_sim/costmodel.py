@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from longca.errors import LongcaError
 from longca.masks import slices as sl
 from longca_cp.calls import CallTable, pair_table

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from longca.errors import LongcaError, UnsupportedError
 from longca.flops import attention_flops
 from longca.plugins import Registry, get_registry

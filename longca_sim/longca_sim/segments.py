@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from longca.errors import LongcaError
 from longca.masks import slices as sl
 

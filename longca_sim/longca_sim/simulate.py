@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from longca.errors import LongcaError, UnsupportedError
 from longca.flops import attention_flops
 from longca.plugins import Registry, get_registry

@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+
 from longca.masks import slices as sl
 from longca_sim.costmodel import NAMES, _select_fit, load_fits, slice_features
 

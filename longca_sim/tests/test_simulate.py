@@ -6,13 +6,14 @@ import subprocess
 import sys
 
 import pytest
+from typer.testing import CliRunner
+
 from longca.problem import Problem, build_mask
 from longca_cli.main import app
 from longca_cp.schedule import CommOp
 from longca_sim.costmodel import load_fits, pair_table, table_features
 from longca_sim.simulate import Grid, default_pricing, resolve_for, simulate, simulate_grid
 from longca_sim.topology import preset
-from typer.testing import CliRunner
 
 
 class _Done:
