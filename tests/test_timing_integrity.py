@@ -154,6 +154,19 @@ def test_gate_on_datasheet_and_on_measured_peak():
     assert old.status == "ok"
 
 
+def test_cpu_gate_allows_a_loaded_machine_but_not_a_cached_output():
+    """A CPU's small matmuls are no ceiling (sdpa read 2x the peak on a loaded 2-core machine); 81
+    TFLOP/s (the template's caching copy) is still suspect."""
+    run = {"matmul_peaks": {"float32": {"tflops": 0.05, "shape": [1024] * 3}}}
+    cpu = _problem().with_(device="cpu", dtype="float32")
+    loaded = new_row(cpu, status="ok", tflops=0.1)
+    integrity.stamp(loaded, run, None)
+    assert loaded.status == "ok"
+    cached = new_row(cpu, status="ok", tflops=81.0)
+    integrity.stamp(cached, run, None)
+    assert cached.status == "suspect" and "above this run's best float32 matmul" in cached.reason
+
+
 def test_report_marks_a_fabricated_row_suspect(tmp_path):
     rows = [row("fa3", tflops=1500.0), row("sdpa", tflops=300.0)]  # 1500 > the H200's 989.5
     write(tmp_path / "r", rows)

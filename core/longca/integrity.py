@@ -8,6 +8,11 @@ from typing import Any
 from . import peaks
 
 MEASURED_MARGIN = 1.05  # above the run's best matmul by more than this: suspect
+# On a CPU the best of three small matmuls is no ceiling: its cores are shared with everything else
+# running, and a 2-core CI machine under load measured 0.054 TFLOP/s while sdpa's float32 attention
+# reached 0.1 in the same run. There only a number far out of reach (a cached output read 81
+# TFLOP/s) is suspect.
+CPU_MEASURED_MARGIN = 4.0
 SUSPECT_PREFIX = "suspect: "
 
 
@@ -33,10 +38,11 @@ def implausible(row: Any, model: str | None = None) -> str | None:
         return (f"{SUSPECT_PREFIX}{tflops:.1f} TFLOP/s is above the datasheet peak of {model or row.get('gpu')} "
                 f"({sheet:g} TFLOP/s dense {row.get('dtype')}): the timing or the work done is wrong")
     peak, shape = row.get("matmul_peak_tflops"), row.get("matmul_peak_shape")
-    if peak and shape and tflops > MEASURED_MARGIN * peak:
-        return (f"{SUSPECT_PREFIX}{tflops:.1f} TFLOP/s is {tflops / peak - 1:.0%} above this run's best "
-                f"{row.get('dtype')} matmul ({peak:.1f} TFLOP/s at {shape}): more than "
-                f"{MEASURED_MARGIN - 1:.0%} above is not plausible for attention")
+    margin = CPU_MEASURED_MARGIN if str(row.get("device") or "").startswith("cpu") else MEASURED_MARGIN
+    if peak and shape and tflops > margin * peak:
+        return (f"{SUSPECT_PREFIX}{tflops:.3g} TFLOP/s is {tflops / peak - 1:.0%} above this run's best "
+                f"{row.get('dtype')} matmul ({peak:.3g} TFLOP/s at {shape}): more than "
+                f"{margin - 1:.0%} above is not plausible for attention")
     return None
 
 
