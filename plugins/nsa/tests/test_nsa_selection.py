@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from longca.plugin import KernelSpec, Problem, TOKEN_SPARSE_MASKS, get_registry, problem_mask, reference_forward_lse
+from longca.plugin import TOKEN_SPARSE_MASKS, KernelSpec, Problem, get_registry, problem_mask, reference_forward_lse
 from longca_plugin_nsa import hooks, selection
 
 pytestmark = pytest.mark.numerics  # float results: CI runs these again under another ATEN_CPU_CAPABILITY
