@@ -19,10 +19,14 @@ The direct calls (nothing here imports longca's kernels or mask_mods):
   `torch.nn.attention.varlen.varlen_attn` (documents);
 - fa3 / fa4: `flash_attn_func` with `causal` / `window_size`, `flash_attn_varlen_func` (documents);
 - cudnn: one nvidia-cudnn-frontend SDPA graph pair (forward with stats, backward) built by hand,
-  causal / sliding windows as the diagonal band (full, causal, both sliding windows).
+  causal / sliding windows as the diagonal band (full, causal, both sliding windows);
+- nsa: `fla.ops.nsa.parallel_nsa` on `topk_sparse`, with `block_indices` built here from the mask's
+  kept-block table the way fla's own tests build them (-1 padding sorted first, an int
+  `block_counts`), not with the plugin's per-token counts.
 Masks a library has no one-call form for (the heterogeneous ones, except in Flex) are `n/a`.
 
     python benchmarks/plugin_vs_direct.py --kernels flex,sdpa,fa2 --seqlens 16k,32k --out results/pvd
+    python benchmarks/plugin_vs_direct.py --kernels nsa --masks topk_sparse --heads 64:4 --out results/pvd-nsa
 """
 from __future__ import annotations
 
@@ -283,6 +287,26 @@ def cudnn_direct(mask, q, k, v) -> Direct:
     return Attention.apply
 
 
+# ---------------------------------------------------------------- fla's NSA selected attention
+
+
+def nsa_direct(mask, q, k, v) -> Direct:
+    """parallel_nsa with the mask's blocks as an fla user passes a selection: (B, S, H, W), -1 padded."""
+    from fla.ops.nsa import parallel_nsa
+
+    layout = mask.layout
+    block = int(mask.params["block"])
+    keep = torch.from_numpy(layout.keep)  # (KV heads, query blocks, key blocks), causal
+    width = 1 << max(0, int(keep.sum(-1).max()) - 1).bit_length()  # a power of two (fla's block inversion)
+    blocks = torch.arange(keep.shape[-1]).expand_as(keep)
+    picked = torch.where(keep, blocks, -1).sort(-1).values[..., -width:]  # kept ones last, -1 before them
+    if picked.shape[-1] < width:
+        picked = torch.cat([picked.new_full((*picked.shape[:-1], width - picked.shape[-1]), -1), picked], -1)
+    token_block = torch.arange(mask.seqlen) // block
+    indices = picked[:, token_block].permute(1, 0, 2)[None].expand(q.shape[0], -1, -1, -1).contiguous().to(q.device)
+    return lambda q, k, v: parallel_nsa(q, k, v, block_indices=indices, block_counts=width, block_size=block)
+
+
 def direct_refusal(kernel: str, mask) -> str | None:
     """Why this script has no direct call of `kernel` for `mask` (decided before any tensor is made), or None."""
     one_call = _window(mask) is not None
@@ -296,7 +320,9 @@ def direct_refusal(kernel: str, mask) -> str | None:
         return "not timed: an S x S boolean attn_mask, the same call in the plugin (memory-efficient/math backend)"
     if kernel == "cudnn" and (not one_call or "doc_lens" in mask.params):
         return "n/a: not hand-written here (documents need cuDNN's ragged layout; others several graphs)"
-    if kernel not in ("fa2", "fa3", "fa4", "sdpa", "cudnn"):
+    if kernel == "nsa" and mask.name != "topk_sparse":
+        return "n/a: the nsa plugin runs topk_sparse only"
+    if kernel not in ("fa2", "fa3", "fa4", "sdpa", "cudnn", "nsa"):
         return f"n/a: no hand-written call for kernel {kernel!r}"
     return None
 
@@ -316,6 +342,8 @@ def make_direct(kernel: str, mask, q, k, v) -> Direct | str:
         return fa2_direct(mask, q, k, v)
     if kernel == "sdpa":
         return sdpa_direct(mask, q, k, v)
+    if kernel == "nsa":
+        return nsa_direct(mask, q, k, v)
     return cudnn_direct(mask, q, k, v)
 
 

@@ -22,4 +22,5 @@ def test_builtin_sampler_passes_its_suite(sampler):
 
 
 test_causal_document_cases = plugin.mask_conformance_tests("causal_document")
+test_topk_sparse_cases = plugin.mask_conformance_tests("topk_sparse")
 test_uniform_cases = plugin.sampler_conformance_tests("uniform")

@@ -245,7 +245,7 @@ def test_template_compare_spec_is_a_valid_sweep_over_all_masks():
     from longca.sweep import SpecFile
 
     spec = SpecFile.model_validate(tomllib.loads((TEMPLATE / "compare.toml").read_text())).sweep
-    assert spec.kernels == ["mykernel", "fa4", "flex", "cudnn"] and len(spec.mask_names()) == 14
+    assert spec.kernels == ["mykernel", "fa4", "flex", "cudnn"] and len(spec.mask_names()) == 15
 
 
 OTHER_PROJECT_TESTS = '''

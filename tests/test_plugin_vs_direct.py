@@ -58,3 +58,34 @@ def test_cpu_run_writes_rows_with_both_timings(tmp_path, monkeypatch):
     pvd.main()  # every case has its row: nothing is run again, the table still shows them all
     assert len((tmp_path / "rows.jsonl").read_text().splitlines()) == len(rows)
     assert len((tmp_path / "table.md").read_text().splitlines()) == 2 + len(rows)
+
+
+@pytest.mark.filterwarnings("ignore:Triton is not supported:UserWarning")  # fla imported on a CPU machine
+def test_nsa_direct_selection_is_the_mask(monkeypatch):
+    """The hand-written NSA call's block_indices, through fla's plain-torch NSA selection in place of its
+    Triton kernel (no GPU here), compute longca's reference on the topk_sparse mask."""
+    pytest.importorskip("fla", reason="fla-core (longca-plugin-nsa's dependency) is not installed")
+    import fla.ops.nsa as nsa
+    from fla.ops.nsa.naive import naive_nsa_selection
+
+    from longca.reference import forward_lse
+
+    seen = {}
+
+    def cpu_nsa(q, k, v, block_indices, block_counts, block_size):
+        seen.update(width=block_indices.shape[-1], counts=block_counts)
+        return naive_nsa_selection(q, k, v, block_indices, block_size=block_size)
+
+    monkeypatch.setattr(nsa, "parallel_nsa", cpu_nsa)
+    pvd = _module()
+    problem = Problem(kernel="nsa", mask="topk_sparse", seqlen=300, heads_q=16, heads_kv=2, head_dim=16,
+                      mask_params={"block": 16, "topk": 5})
+    mask = build_mask(problem)
+    assert pvd.direct_refusal("nsa", mask) is None and "topk_sparse only" in pvd.direct_refusal(
+        "nsa", build_mask(problem.with_(mask="causal", mask_params={})))
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 300, h, 16, generator=gen) for h in (16, 2, 2))
+    got = pvd.make_direct("nsa", mask, q, k, v)(q, k, v)
+    want, _ = forward_lse(q, k, v, mask)
+    assert seen == {"width": 8, "counts": 8}
+    assert float((got - want).norm() / want.norm()) < 1e-5

@@ -72,6 +72,7 @@ _LAZY = {
     "SlicesCache": ("longca.lru", "SlicesCache"),
     "STATIC_MASKS": ("longca.masks.catalog", "STATIC_MASKS"),
     "BLOCK_SPARSE_MASKS": ("longca.masks.catalog", "BLOCK_SPARSE_MASKS"),
+    "TOKEN_SPARSE_MASKS": ("longca.masks.catalog", "TOKEN_SPARSE_MASKS"),
     "natural_mask_mod": ("longca.masks.mask_mods", "natural_mask_mod"),
     "mask_mod_builder": ("longca.masks.mask_mods", "mask_mod_builder"),
     "get_registry": ("longca.plugins", "get_registry"),

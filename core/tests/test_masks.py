@@ -143,3 +143,48 @@ def test_block_sparse_masks(name, heads):
     again = build_mask(Problem(kernel="reference", mask=name, seqlen=1000, heads_q=heads[0], heads_kv=heads[1],
                                mask_params={"block": 64, "density": 0.3}))
     assert np.array_equal(again.layout.keep, layout.keep)
+
+
+def _topk(seqlen=1000, heads=(8, 2), seed=0, **params):
+    return build_mask(Problem(kernel="reference", mask="topk_sparse", seqlen=seqlen, heads_q=heads[0],
+                              heads_kv=heads[1], seed=seed, mask_params={"block": 64, "topk": 4, **params}))
+
+
+@pytest.mark.parametrize("heads", [(4, 4), (8, 2)])
+def test_topk_sparse_selects_k_blocks_with_the_diagonal_causally(heads):
+    mask = _topk(heads=heads)
+    layout = mask.layout
+    assert layout.causal and layout.groups == (heads[0] if heads[0] == heads[1] else heads[1])
+    nb = len(layout.q_bounds) - 1
+    assert nb == 16 and np.array_equal(layout.q_bounds, layout.k_bounds)
+    counts = layout.keep.sum(axis=2)
+    assert (counts == np.minimum(4, np.arange(1, nb + 1))[None]).all()  # k, or every block a row can see
+    assert layout.keep[:, np.arange(nb), np.arange(nb)].all()  # the local block, always
+    assert not (layout.keep & np.triu(np.ones((nb, nb), dtype=bool), 1)).any()  # none above the diagonal
+    assert not np.array_equal(layout.keep[0], layout.keep[1])  # one selection per group
+    dense = mask.dense()
+    assert not (dense & ~np.tril(np.ones((1000, 1000), dtype=bool))).any()  # token-level causal
+    assert dense[:, 70, 71].sum() == 0 and dense[:, 71, 70].all()  # inside the diagonal block
+    assert mask.area == pytest.approx(dense.sum(axis=(1, 2)).mean())
+    assert np.array_equal(_topk(heads=heads).layout.keep, layout.keep)
+    assert not np.array_equal(_topk(heads=heads, seed=1).layout.keep, layout.keep)
+
+
+def test_topk_sparse_with_k_at_least_the_blocks_is_causal():
+    mask = _topk(seqlen=300, topk=16)
+    assert np.array_equal(mask.dense()[0], np.tril(np.ones((300, 300), dtype=bool)))
+    assert mask.area == 300 * 301 / 2
+
+
+def test_causal_layout_validation():
+    from longca.masks.mask import BlockSparseLayout
+    from longca.masks.validate import layout_problem
+
+    bounds = np.array([0, 4, 8])
+    upper = np.array([[[True, True], [False, True]]])
+    assert "above the diagonal" in layout_problem(BlockSparseLayout(bounds, bounds, upper, causal=True), 8, 1)
+    assert layout_problem(BlockSparseLayout(bounds, bounds, upper), 8, 1) is None  # not causal: any block
+    other = np.array([0, 3, 8])
+    lower = np.array([[[True, False], [True, True]]])
+    assert "one block partition" in layout_problem(BlockSparseLayout(bounds, other, lower, causal=True), 8, 1)
+    assert layout_problem(BlockSparseLayout(bounds, bounds, lower, causal=True), 8, 1) is None

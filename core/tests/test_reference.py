@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from longca import reference
-from longca.masks.catalog import BLOCK_SPARSE_MASKS, STATIC_MASKS
+from longca.masks.catalog import BLOCK_SPARSE_MASKS, STATIC_MASKS, TOKEN_SPARSE_MASKS
 from longca.problem import Problem, build_mask
 from longca.testing.compare import assert_close
 
@@ -26,13 +26,17 @@ def float64_attention(q, k, v, dense):
     return (torch.softmax(s, -1) @ vh).transpose(1, 2), lse
 
 
-@pytest.mark.parametrize("name", STATIC_MASKS + BLOCK_SPARSE_MASKS)
+SPARSE_PARAMS = {"block_sparse_uniform": {"block": 32}, "block_sparse_variable": {"block": 32},
+                 "topk_sparse": {"block": 32, "topk": 4}}
+
+
+@pytest.mark.parametrize("name", STATIC_MASKS + BLOCK_SPARSE_MASKS + TOKEN_SPARSE_MASKS)
 def test_reference_matches_float64(name, monkeypatch):
     seqlen = 1024 if name == "block_causal_document" else 300
     monkeypatch.setattr(reference, "CHUNK_ELEMENTS", 2 * 4 * seqlen * 70)  # force several row chunks
     problem = Problem(kernel="reference", mask=name, seqlen=seqlen, heads_q=4, heads_kv=2, head_dim=16,
                       sampler="uniform", sampler_params={"min_len": 5, "max_len": 120},
-                      mask_params={"block": 32} if name in BLOCK_SPARSE_MASKS else {})
+                      mask_params=SPARSE_PARAMS.get(name, {}))
     mask = build_mask(problem)
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, seqlen, h, 16, dtype=torch.float64, requires_grad=True) for h in (4, 2, 2))

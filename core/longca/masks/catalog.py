@@ -1,4 +1,4 @@
-"""The 14 mask patterns of LongCA-bench, each with one definition used by every kernel.
+"""The 14 mask patterns of LongCA-bench and topk_sparse, each with one definition used by every kernel.
 
 S = total tokens, documents from the sampler, w = window (default 1024). See docs/masks.md.
 """
@@ -153,13 +153,9 @@ def _block_sparse(ctx: MaskContext, name: str, variable: bool) -> Mask:
         sizes[-1] = s - block * (len(sizes) - 1)
     bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     nb = len(sizes)
-    groups = ctx.heads_q if ctx.heads_q == ctx.heads_kv else ctx.heads_kv
+    groups = _groups(ctx)
     kept = max(1, round(density * nb))
-    needs, free = groups * nb * nb + 4 * nb * nb, host_available()
-    if free is not None and needs > free:  # checked before allocating
-        raise LongcaError(f"mask {name} at S={s} with block {block}: its block layout ({groups} x {nb} x {nb}) "
-                          f"needs {needs / 2**30:.1f} GiB, the host has {free / 2**30:.1f} GiB free; "
-                          f"use a larger block")
+    _check_layout_memory(name, s, block, groups, nb)
     keep = np.zeros((groups, nb, nb), dtype=bool)
     for g in range(groups):
         top = ctx.rng.random((nb, nb), dtype=np.float32).argpartition(nb - kept, axis=1)[:, nb - kept:]
@@ -177,6 +173,42 @@ def _fill_sizes(total: int, draw) -> np.ndarray:
     return np.array(sizes, dtype=np.int64)
 
 
+def topk_sparse(ctx):
+    """Token-level sparse attention as NSA's selected branch: per query block and mask group, the
+    diagonal block plus the top-(k-1) earlier key blocks of seeded random scores, causal inside."""
+    s = ctx.seqlen
+    block = _int(ctx, "block", lambda: 64, 1, s)
+    topk = _int(ctx, "topk", lambda: 16, 1, 1 << 20)
+    nb = -(-s // block)
+    bounds = np.minimum(np.arange(nb + 1, dtype=np.int64) * block, s)
+    groups = _groups(ctx)
+    _check_layout_memory("topk_sparse", s, block, groups, nb)
+    earlier = np.tril(np.ones((nb, nb), dtype=bool), -1)
+    keep = np.zeros((groups, nb, nb), dtype=bool)
+    take = min(topk, nb)
+    for g in range(groups):
+        scores = np.where(earlier, ctx.rng.random((nb, nb), dtype=np.float32), -np.inf)
+        np.fill_diagonal(scores, np.inf)  # the local block is always selected, as NSA does
+        top = scores.argpartition(nb - take, axis=1)[:, nb - take:]
+        np.put_along_axis(keep[g], top, True, axis=1)
+    keep &= np.tril(np.ones((nb, nb), dtype=bool))  # rows with fewer than k earlier blocks took -inf ones
+    params = {"block": block, "topk": topk, "kept_per_row": take, "groups": groups}
+    return Mask("topk_sparse", s, params, layout=BlockSparseLayout(bounds, bounds.copy(), keep, causal=True))
+
+
+def _groups(ctx: MaskContext) -> int:
+    """One mask per head (MHA) or per KV-head group (GQA)."""
+    return ctx.heads_q if ctx.heads_q == ctx.heads_kv else ctx.heads_kv
+
+
+def _check_layout_memory(name: str, s: int, block: int, groups: int, nb: int) -> None:
+    needs, free = groups * nb * nb + 4 * nb * nb, host_available()
+    if free is not None and needs > free:  # checked before allocating
+        raise LongcaError(f"mask {name} at S={s} with block {block}: its block layout ({groups} x {nb} x {nb}) "
+                          f"needs {needs / 2**30:.1f} GiB, the host has {free / 2**30:.1f} GiB free; "
+                          f"use a larger block")
+
+
 def block_sparse_uniform(ctx):
     return _block_sparse(ctx, "block_sparse_uniform", variable=False)
 
@@ -187,6 +219,8 @@ def block_sparse_variable(ctx):
 
 _DOCS = {"doc_lens": "document lengths (comma-separated), drawn from the sampler"}
 _WIN = {"window": "window w (default 1024)"}
+_TOPK = {"block": "block size (default 64, NSA's selection block)",
+         "topk": "key blocks each query block selects, the diagonal one included (default 16, NSA's)"}
 _SPARSE = {"block": "block size (default 128)",
            "density": "fraction of key blocks each query block keeps (the paper's 'sparsity ratio'), default 0.5"}
 
@@ -195,7 +229,8 @@ STATIC_MASKS = (
     "share_question", "causal_blockwise", "prefix_lm_causal", "prefix_lm_document",
     "global_sliding_window", "block_causal_document",
 )
-BLOCK_SPARSE_MASKS = ("block_sparse_uniform", "block_sparse_variable")
+BLOCK_SPARSE_MASKS = ("block_sparse_uniform", "block_sparse_variable")  # the paper's two
+TOKEN_SPARSE_MASKS = ("topk_sparse",)  # kind block_sparse too, with a causal layout
 DOCUMENT_MASKS = ("full_document", "causal_document", "share_question", "causal_blockwise",
                   "prefix_lm_document", "block_causal_document")
 
@@ -230,6 +265,9 @@ def longca_masks() -> list[MaskSpec]:
                  block_sparse_uniform, _SPARSE),
         MaskSpec("block_sparse_variable", B, "as block_sparse_uniform over blocks of random sizes in "
                  "[block/2, block]", block_sparse_variable, _SPARSE),
+        MaskSpec("topk_sparse", B, "causal; each query block attends its own block and the top-(k-1) earlier key "
+                 "blocks of random scores (NSA's selected attention); per head (MHA) or per KV group (GQA)",
+                 topk_sparse, _TOPK),
     ]
     return [replace(spec, aliases={a: p for a, p in ALIASES.items() if p in spec.params},
                     flex_mask_mod=MASK_MODS.get(spec.name)) for spec in specs]

@@ -17,24 +17,37 @@ class BlockSparseLayout:
 
     `q_bounds` / `k_bounds` hold the cumulative block boundaries (0 ... S). `keep` is bool
     (groups, num_q_blocks, num_k_blocks); a query head h uses group h // (heads_q // groups).
+    `causal`: inside kept blocks only keys k <= q are attended (token-level, as NSA's selected
+    attention does); such a layout has one partition for queries and keys and keeps no block
+    above the diagonal (`longca.masks.validate.layout_problem`).
     """
 
     q_bounds: np.ndarray
     k_bounds: np.ndarray
     keep: np.ndarray
+    causal: bool = False
 
     @property
     def groups(self) -> int:
         return self.keep.shape[0]
 
     def block_areas(self) -> np.ndarray:
-        return np.outer(np.diff(self.q_bounds), np.diff(self.k_bounds))
+        """Attended pairs of each (q block, k block) when kept: b(b+1)/2 on a causal diagonal."""
+        areas = np.outer(np.diff(self.q_bounds), np.diff(self.k_bounds))
+        if self.causal:
+            sizes = np.diff(self.q_bounds)
+            np.fill_diagonal(areas, sizes * (sizes + 1) // 2)
+        return areas
 
     def dense(self, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
         """Bool (groups, rows, cols) window of the expanded mask."""
-        qi = np.searchsorted(self.q_bounds, np.arange(*rows), side="right") - 1
-        ki = np.searchsorted(self.k_bounds, np.arange(*cols), side="right") - 1
-        return self.keep[:, qi][:, :, ki]
+        q, k = np.arange(*rows), np.arange(*cols)
+        qi = np.searchsorted(self.q_bounds, q, side="right") - 1
+        ki = np.searchsorted(self.k_bounds, k, side="right") - 1
+        out = self.keep[:, qi][:, :, ki]
+        if self.causal:
+            out &= (k[None, :] <= q[:, None])[None]
+        return out
 
 
 @dataclass
@@ -140,7 +153,8 @@ class Mask:
             out["slices"] = [[*s[:4], sl.TYPE_NAMES[s[4]]] for s in self.slices.tolist()]
         else:
             layout = self.block_layout()
-            out["block_sparse"] = {"groups": layout.groups, "q_block_sizes": np.diff(layout.q_bounds).tolist(),
+            out["block_sparse"] = {"groups": layout.groups, "causal": layout.causal,
+                                   "q_block_sizes": np.diff(layout.q_bounds).tolist(),
                                    "kept_blocks_per_group": layout.keep.sum(axis=(1, 2)).tolist()}
         return out
 

@@ -98,6 +98,14 @@ def layout_problem(layout: BlockSparseLayout, seqlen: int, heads_q: int) -> str 
         return f"layout.keep must be bool (groups, {want[0]}, {want[1]}), got {keep.dtype} {keep.shape}"
     if keep.shape[0] < 1 or heads_q % keep.shape[0]:
         return f"layout.keep has {keep.shape[0]} mask groups, which does not divide {heads_q} query heads"
+    if layout.causal:
+        if not np.array_equal(layout.q_bounds, layout.k_bounds):
+            return "a causal layout needs one block partition for queries and keys (q_bounds == k_bounds)"
+        above = np.triu(np.ones(want, dtype=bool), 1) & keep
+        if above.any():
+            g, i, j = (int(x[0]) for x in np.nonzero(above))
+            return (f"a causal layout keeps no block above the diagonal, but group {g} keeps key block {j} "
+                    f"for query block {i}")
     return None
 
 

@@ -73,7 +73,7 @@ def _same(a: Mask, b: Mask) -> bool:
     if a.slices is not None:
         return b.slices is not None and np.array_equal(a.slices, b.slices)
     la, lb = a.block_layout(), b.layout
-    return lb is not None and all(np.array_equal(x, y) for x, y in (
+    return lb is not None and la.causal == lb.causal and all(np.array_equal(x, y) for x, y in (
         (la.q_bounds, lb.q_bounds), (la.k_bounds, lb.k_bounds), (la.keep, lb.keep)))
 
 

@@ -6,7 +6,9 @@ each pair up in the block map). Uniform blocks that are a multiple of 128 are us
 tiles themselves, so every kept block is a full tile. Other blocks go on 128-token tiles,
 because FlexAttention's Triton kernels need sparse blocks that are multiples of their own tiles
 (on H100/H200 bf16 head_dim 128: forward 128x64, backward 64x128 and 128x64): a 64-token map
-makes partial tiles wherever a tile's four blocks are not all kept or all dropped.
+makes partial tiles wherever a tile's four blocks are not all kept or all dropped. A causal
+layout (`topk_sparse`) also masks keys after the query: tiles above the diagonal are empty,
+diagonal tiles partial, and mask_mod adds `q_idx >= kv_idx`.
 """
 from __future__ import annotations
 
@@ -59,6 +61,11 @@ def classify(layout: Any, tile: int, device: Any) -> tuple[Any, Any]:
     rows_any, rows_all = _reduce(keep, rows_first, rows_last, 1)
     tiles_any, _ = _reduce(rows_any, cols_first, cols_last, 2)
     _, tiles_all = _reduce(rows_all, cols_first, cols_last, 2)
+    if layout.causal:  # query and key tiles share their bounds: tile j > i is above
+        n = tiles_any.shape[1]
+        below = torch.ones(n, n, dtype=torch.bool, device=tiles_any.device).tril(-1)
+        tiles_any = tiles_any & (below | torch.eye(n, dtype=torch.bool, device=tiles_any.device))
+        tiles_all = tiles_all & below
     return tiles_all, tiles_any & ~tiles_all
 
 
@@ -86,7 +93,10 @@ def lookup_mask_mod(layout: Any, heads: int, device: Any) -> Callable[..., Any]:
     def mask_mod(b, h, q_idx, kv_idx):
         return keep[h // per_group, q_block[q_idx], k_block[kv_idx]]
 
-    return mask_mod
+    def causal_mask_mod(b, h, q_idx, kv_idx):
+        return keep[h // per_group, q_block[q_idx], k_block[kv_idx]] & (q_idx >= kv_idx)
+
+    return causal_mask_mod if layout.causal else mask_mod
 
 
 @dataclass

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from longca.plugin import BLOCK_SPARSE_MASKS, KernelSpec, hookimpl
+from longca.plugin import BLOCK_SPARSE_MASKS, TOKEN_SPARSE_MASKS, KernelSpec, hookimpl
 
 from . import blockmask
 
@@ -95,7 +95,7 @@ def longca_kernels():
         family="sparse",
         description="FlexAttention (compiled) with a BlockMask made from the block map: full tiles skip "
                     "mask_mod, partial tiles look pairs up in the map; any block size, GQA",
-        masks=BLOCK_SPARSE_MASKS,
+        masks=BLOCK_SPARSE_MASKS + TOKEN_SPARSE_MASKS,  # topk_sparse: causal layout, see blockmask
         prepare=prepare,
         run=run,
         gqa=True,

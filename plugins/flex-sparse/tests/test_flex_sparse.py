@@ -15,9 +15,9 @@ pytestmark = pytest.mark.numerics  # float results: CI runs these again under an
 
 
 def problem(mask, seqlen=256, heads=(4, 2), block=64, direction="fwd", device="cpu"):
+    params = {"block": block, "topk": 3} if mask == "topk_sparse" else {"block": block, "density": 0.5}
     return Problem(kernel="flex-sparse", mask=mask, seqlen=seqlen, heads_q=heads[0], heads_kv=heads[1],
-                   head_dim=32, dtype="float32", direction=direction, device=device,
-                   mask_params={"block": block, "density": 0.5})
+                   head_dim=32, dtype="float32", direction=direction, device=device, mask_params=params)
 
 
 def brute_force(mask, tile):
@@ -38,6 +38,7 @@ def brute_force(mask, tile):
 @pytest.mark.parametrize("mask,seqlen,block", [
     ("block_sparse_uniform", 512, 64), ("block_sparse_uniform", 500, 128), ("block_sparse_uniform", 512, 256),
     ("block_sparse_variable", 700, 64), ("block_sparse_variable", 700, 128), ("block_sparse_variable", 300, 16),
+    ("topk_sparse", 1000, 64), ("topk_sparse", 700, 32), ("topk_sparse", 700, 256),
 ])
 def test_classify_matches_dense_mask(mask, seqlen, block):
     m = problem_mask(problem(mask, seqlen, block=block))
@@ -50,8 +51,9 @@ def test_classify_matches_dense_mask(mask, seqlen, block):
         assert not partial.any()  # the map itself: every kept block is a full tile
 
 
-def test_block_mask_layout():
-    m = problem_mask(problem("block_sparse_variable", 700, heads=(4, 2)))
+@pytest.mark.parametrize("mask", ["block_sparse_variable", "topk_sparse"])
+def test_block_mask_layout(mask):
+    m = problem_mask(problem(mask, 700, heads=(4, 2)))
     built = blockmask.build(m.layout, 4, 128, "cpu")
     full, partial = brute_force(m, 128)
     assert (built.full_tiles, built.partial_tiles) == (int(full.sum()), int(partial.sum()))
@@ -64,9 +66,9 @@ def test_block_mask_layout():
         assert torch.equal(got, torch.from_numpy(m.dense()[head // 2]))
 
 
-def test_forward_on_cpu_matches_reference():
-    row = run_problem(problem("block_sparse_variable", heads=(4, 2)),
-                      RunOptions(warmup=0, repeat=1, samples=1, check=True))
+@pytest.mark.parametrize("mask", ["block_sparse_variable", "topk_sparse"])
+def test_forward_on_cpu_matches_reference(mask):
+    row = run_problem(problem(mask, seqlen=512, heads=(4, 2)), RunOptions(warmup=0, repeat=1, samples=1, check=True))
     assert row["status"] == "ok", row["reason"]
     assert row["rel_err"] < 1e-4
 
