@@ -314,18 +314,24 @@ def summary_block(own: dict[str, Any], pubs: dict[str, dict[str, Any]], band_lis
 
 
 def fit_block() -> str:
-    """The shipped kernel fit: rows, error over its own rows, and how the short-segment rows entered it."""
+    """The shipped kernel fit: rows, error over its own rows and on held-out one-GPU rows, the form its rule chose."""
     fits, meta = load_fits()
     proxies = meta.get("segment_proxies", {})
-    lines = [FIT_BEGIN, "", "| kernel | dir | rows | median / max abs error | short-segment rows | shortest segment, "
-             "most segments counted as measured |", "|---|---|---|---|---|---|"]
+    lines = [FIT_BEGIN, "", "| kernel | dir | rows | in-sample median / max abs error | held out: dense / short rows "
+             "| form chosen | short-segment rows | shortest segment, most segments counted as measured |",
+             "|---|---|---|---|---|---|---|---|"]
     for kernel, by in fits.items():
         for direction, fit in by.items():
-            how = fit.selection.get("segment_model")
-            seg = (f"{how}" + (f" ({proxies[kernel].split(' (')[0]})" if kernel in proxies else "")) if how else "none"
+            sel = fit.selection
+            held = sel.get("heldout_err_pct", {})
+            form = (sel.get("segment_model") or "dense") + (" + diagonal" if sel.get("diagonal") else "")
+            seg = ("rows of " + proxies[kernel].split("rows of ")[1].split(" (")[0] if kernel in proxies
+                   else "own" if sel.get("segment_model") else "none")
             lo, n_hi = (fit.segment_len_range or (float("nan"),))[0], (fit.segment_count_range or (0, float("nan")))[1]
             lines.append(f"| {kernel} | {direction} | {fit.rows} | {fit.median_err_pct:.1f} % / "
-                         f"{fit.max_err_pct:.1f} % | {seg} | {lo:.0f} tokens, {n_hi:.0f} |")
+                         f"{fit.max_err_pct:.1f} % | {held.get('dense', float('nan')):.1f} % / "
+                         + (f"{held['short']:.1f} % | " if "short" in held else "- | ")
+                         + f"{form} | {seg} | {lo:.0f} tokens, {n_hi:.0f} |")
     overhead = meta.get("call_overhead_ms", {})
     lines += ["", f"Per-call overhead of CP steps (fitted on {overhead.get('rows', 0)} full/causal two-GPU rows): "
               f"{overhead.get('fwd', 0):.3f} ms forward, {overhead.get('bwd', 0):.3f} ms backward.", "", FIT_END]

@@ -15,8 +15,10 @@ are computed with the mask applied element by element (FlashAttention-2 runs
 costs more per pair than its padded area says. The coefficients are fitted per kernel and
 direction by least squares on relative error over the rows of the masks CP calls are made of
 (full, causal, full_document, causal_document), each row's features averaged over its own mask
-draws (rebuilt from its sampler and seed); the diagonal term is kept only where it predicts the
-kernel's own rows better, each left out in turn (`_select_fit`).
+draws (rebuilt from its sampler and seed), together with the short-segment microbenchmark's rows where a
+kernel has them. Which form is fitted (the diagonal term or not; the short-segment rows fitted jointly or
+only into the per-segment and per-token terms) is chosen per kernel and direction by one fixed rule on
+those one-GPU rows alone: the lowest leave-one-out error (`_choose_form`).
 
 Outside the data the rule is the model itself: linear in tiles above the largest measured call
 (constant throughput, the flat TFLOP/s of 24K-48K rows supports it) and dominated by the launch
@@ -109,7 +111,7 @@ class KernelFit:
     work_range: tuple[float, float]  # smallest and largest head padded area of a fitted row
     residuals: list[dict[str, Any]] = field(default_factory=list)
     diagonal_ms: float = 0.0  # last, with defaults: fit files written before they existed still load
-    # leave-one-out median |error| % over the fitted rows with and without the diagonal term (which was kept)
+    # the form chosen and every candidate's leave-one-out error over the fitted rows (`_choose_form`)
     selection: dict[str, Any] = field(default_factory=dict)
     token_ms: float = 0.0  # cost per head query-plus-key row of a slice (short-segment rows fit it)
     # shortest and longest segment (query rows of a slice) and fewest and most segments of a call in the fitted
@@ -172,62 +174,65 @@ def _nonneg_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         active.remove(int(np.argmin(np.where(np.isin(np.arange(len(x)), active), x, np.inf))))
 
 
-def _loo_median_err(x: np.ndarray, t: np.ndarray, w: np.ndarray) -> float:
-    """Median |error| % of each row predicted by the fit on the other rows."""
-    errs = []
-    for i in range(len(t)):
-        keep = np.arange(len(t)) != i
-        root = np.sqrt(w[keep])
-        coef = _nonneg_lstsq(x[keep] / t[keep, None] * root[:, None], root)
-        errs.append(abs(x[i] @ coef - t[i]) / t[i])
-    return 100 * float(np.median(errs))
-
-
-def _select_fit(x: np.ndarray, t: np.ndarray, w: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, float]]:
-    """Coefficients on relative error (rows weighted by `w`, default equal); the diagonal term is kept only
-    where it predicts the kernel's own rows better, each left out of its fit in turn (a tie keeps the
-    simpler model). The rule sees only the fitted rows, never a row the simulator is validated on."""
-    w = np.ones(len(t)) if w is None else w
-    plain = x.copy()
-    plain[:, NAMES.index("diagonal_ms")] = 0.0
-    with_diagonal, without = _loo_median_err(x, t, w), _loo_median_err(plain, t, w)
-    chosen = x if with_diagonal < without else plain
-    root = np.sqrt(w)
-    return _nonneg_lstsq(chosen / t[:, None] * root[:, None], root), {
-        "loo_median_err_pct_with_diagonal": with_diagonal, "loo_median_err_pct_without": without}
-
-
+# Candidate model forms, simplest first: (how the short-segment rows enter, diagonal term kept). The form is
+# chosen per kernel and direction by its error on held-out one-GPU rows (`_choose_form`); no CP row and no
+# published figure is seen by the choice or by the fit.
+FORMS = (("dense + short terms", False), ("joint", False), ("dense + short terms", True), ("joint", True))
 # the terms the short-segment rows fit on top of the dense sweep's coefficients (per slice and per row it loads)
 SHORT_TERMS = ("segment_ms", "token_ms")
 
 
-def _short_terms(x: np.ndarray, t: np.ndarray, coef: np.ndarray) -> np.ndarray:
-    """What the short-segment rows add to the dense sweep's fit: the residual of each row (relative) fitted,
-    non-negative, on the per-segment and per-token terms only; the launch, row, tile and diagonal
-    coefficients stay the dense sweep's, so the long calls keep their price."""
+def _nonneg_rel_fit(x: np.ndarray, t: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Coefficients >= 0 minimising the relative error of each row, rows weighted by `w`."""
+    root = np.sqrt(w)
+    return _nonneg_lstsq(x / t[:, None] * root[:, None], root)
+
+
+def _fit_form(x: np.ndarray, t: np.ndarray, short: np.ndarray, how: str, diagonal: bool) -> np.ndarray:
+    """Coefficients of one form. Without short-segment rows both ways are the dense fit. `joint`: every term
+    fitted on both sets, each set weighing half. `dense + short terms`: the dense rows' fit, then only the
+    per-segment and per-token terms fitted, non-negative, on the short rows' relative residuals (the launch,
+    row, tile and diagonal coefficients stay the dense sweep's, so the long calls keep their price)."""
+    if not diagonal:
+        x = x.copy()
+        x[:, NAMES.index("diagonal_ms")] = 0.0
+    if not short.any() or short.all():
+        return _nonneg_rel_fit(x, t, np.ones(len(t)))
+    if how == "joint":
+        return _nonneg_rel_fit(x, t, np.where(short, 0.5 / short.sum(), 0.5 / (~short).sum()))
+    dense = _nonneg_rel_fit(x[~short], t[~short], np.ones(int((~short).sum())))
     cols = [NAMES.index(n) for n in SHORT_TERMS]
-    resid = t - x @ coef
-    extra = np.zeros(len(NAMES))
-    extra[cols] = _nonneg_lstsq(x[:, cols] / t[:, None], resid / t)
-    return extra
+    resid = t[short] - x[short] @ dense
+    dense[cols] += _nonneg_lstsq(x[short][:, cols] / t[short, None], resid / t[short])
+    return dense
 
 
-def _segment_fit(x: np.ndarray, t: np.ndarray, short: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
-    """Two ways to fit dense-sweep rows together with short-segment rows, the one with the lower median
-    |error| over all of them kept (a rule on the fitted one-GPU rows only): `joint`, every term fitted on
-    both sets, each set weighing half; `dense + short terms`, the dense sweep's fit with the per-segment and
-    per-token terms fitted on the segment rows' residuals (`_short_terms`)."""
-    w = np.where(short, 0.5 / short.sum(), 0.5 / (~short).sum())
-    joint, sel_joint = _select_fit(x, t, w)
-    dense, sel_dense = _select_fit(x[~short], t[~short])
-    stacked = dense + _short_terms(x[short], t[short], dense)
-    errs = {name: float(np.median(np.abs(x @ c - t) / t)) * 100
-            for name, c in (("joint", joint), ("dense + short terms", stacked))}
-    chosen = min(errs, key=lambda k: errs[k])
-    selection: dict[str, Any] = dict(sel_joint if chosen == "joint" else sel_dense)
-    selection.update({f"median_err_pct_{k.replace(' ', '_').replace('+', 'and')}": v for k, v in errs.items()})
-    selection["segment_model"] = chosen
-    return (joint if chosen == "joint" else stacked), selection
+def _heldout_score(x: np.ndarray, t: np.ndarray, short: np.ndarray, how: str, diagonal: bool) -> dict[str, float]:
+    """Each row predicted by the form fitted on the other rows (leave one out): the median |error| % over the
+    dense rows and over the short-segment rows, and their mean (each set weighing half), the `score`."""
+    errs = np.empty(len(t))
+    for i in range(len(t)):
+        keep = np.arange(len(t)) != i
+        errs[i] = abs(x[i] @ _fit_form(x[keep], t[keep], short[keep], how, diagonal) - t[i]) / t[i]
+    parts = {name: 100 * float(np.median(errs[sel])) for name, sel in (("dense", ~short), ("short", short))
+             if sel.any()}
+    return {**parts, "score": float(np.mean(list(parts.values())))}
+
+
+def _choose_form(x: np.ndarray, t: np.ndarray, short: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+    """The form (`FORMS`) with the lowest held-out score on the kernel's own one-GPU rows, fitted on all of
+    them; a tie keeps the simpler (earlier) form. Without short-segment rows only the diagonal term is chosen."""
+    forms = FORMS if short.any() and (~short).any() else tuple((h, d) for h, d in FORMS if h == FORMS[0][0])
+    scores = {(h, d): _heldout_score(x, t, short, h, d) for h, d in forms}
+    how, diagonal = min(forms, key=lambda f: scores[f]["score"])  # min keeps the first of equal scores
+    selection: dict[str, Any] = {
+        "rule": "lowest leave-one-out median |error| over the one-GPU rows (dense and short-segment rows "
+                "weighing half each); a tie keeps the simpler form",
+        "segment_model": how if short.any() else None, "diagonal": diagonal,
+        "heldout_err_pct": scores[(how, diagonal)],
+        "candidates": [{"segment_model": h if short.any() else None, "diagonal": d, **scores[(h, d)]}
+                       for h, d in forms]}
+    return _fit_form(x, t, short, how, diagonal), selection
 
 
 def _shape_ranges(items: list, short: np.ndarray) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -292,9 +297,7 @@ def fit_rows(rows: Iterable[dict[str, Any]], registry=None,
         x = np.array([f for f, _, _ in items])
         t = np.array([ms for _, ms, _ in items])
         short = np.array([str(r.get("mask", "")).startswith("segments:") for _, _, r in items])
-        coef, selection = _select_fit(x, t)
-        if short.any() and (~short).sum() >= 4:
-            coef, selection = _segment_fit(x, t, short)
+        coef, selection = _choose_form(x, t, short)
         pred = x @ coef
         err = 100 * (pred - t) / t
         residuals = [{"mask": r["mask"], "seqlen": r["seqlen"], "measured_ms": ms, "model_ms": float(p),

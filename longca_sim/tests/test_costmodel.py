@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from longca.masks import slices as sl
-from longca_sim.costmodel import NAMES, _select_fit, load_fits, slice_features
+from longca_sim.costmodel import NAMES, _choose_form, load_fits, slice_features
 
 
 def test_diagonal_row_blocks_count_only_slices_that_cross_a_diagonal():
@@ -28,12 +28,34 @@ def _rows(diagonal_ms: float, n: int = 30) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_the_diagonal_term_is_kept_only_where_it_predicts_left_out_rows_better():
-    kept, chosen = _select_fit(*_rows(diagonal_ms=4e-5))
-    assert kept[NAMES.index("diagonal_ms")] > 0
-    assert chosen["loo_median_err_pct_with_diagonal"] < chosen["loo_median_err_pct_without"]
-    dropped, chosen = _select_fit(*_rows(diagonal_ms=0.0))
-    assert dropped[NAMES.index("diagonal_ms")] == 0.0
-    assert chosen["loo_median_err_pct_with_diagonal"] >= chosen["loo_median_err_pct_without"]
+    x, t = _rows(diagonal_ms=4e-5)
+    x = np.column_stack([x, np.zeros(len(t))])  # no token term
+    kept, chosen = _choose_form(x, t, np.zeros(len(t), bool))
+    assert kept[NAMES.index("diagonal_ms")] > 0 and chosen["diagonal"]
+    x, t = _rows(diagonal_ms=0.0)
+    x = np.column_stack([x, np.zeros(len(t))])
+    dropped, chosen = _choose_form(x, t, np.zeros(len(t), bool))
+    assert dropped[NAMES.index("diagonal_ms")] == 0.0 and not chosen["diagonal"]
+    with_d, without = (c["score"] for c in sorted(chosen["candidates"], key=lambda c: c["diagonal"], reverse=True))
+    assert with_d >= without
+
+
+def test_the_form_is_the_one_with_the_lowest_held_out_error_on_one_gpu_rows():
+    """Short-segment rows whose per-call floor differs from the dense rows' (as measured) are fitted jointly;
+    rows that only add per-segment cost keep the dense coefficients; either way the chosen form's held-out
+    score is the lowest of the candidates (the rule sees nothing but the rows it is given)."""
+    rng = np.random.default_rng(1)
+    x, t = _rows(diagonal_ms=0.0, n=40)
+    x = np.column_stack([x, rng.uniform(1e3, 1e5, 40)])
+    short = np.arange(40) >= 20
+    x[short, 2] /= 1e3  # short calls: little area
+    coef = np.array([0.02, 4e-5, 1.4e-9, 1e-4, 0.0, 0.0])
+    for extra, expected in ((np.array([0, 0, 0, 2e-3, 0, 1e-6]), "dense + short terms"),
+                            (np.array([0.2, 0, 0, 0, 0, 0]), "joint")):
+        t = (x @ coef + short * (x @ extra)) * rng.uniform(0.99, 1.01, 40)
+        _, chosen = _choose_form(x, t, short)
+        assert chosen["segment_model"] == expected
+        assert chosen["heldout_err_pct"]["score"] == min(c["score"] for c in chosen["candidates"])
 
 
 def test_a_fit_file_without_the_diagonal_term_still_loads(tmp_path):
