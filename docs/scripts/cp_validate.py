@@ -14,8 +14,9 @@ The protocol (what is fitted on what):
 
 Writes docs/cp-simulator/validation-own.md, validation-published-NAME.md, validation-summary.md,
 validation.json and longca_sim/longca_sim/data/validation_bands.json (the out-of-sample error per regime
-that `longca recommend` reports); exits 1 when the summary block of docs/cp-simulator.md differs from
-what it computes (`--write-doc` rewrites it).
+that `longca recommend` reports); exits 1 when a generated block of docs/cp-simulator.md (the summary, the
+goals, the kernel fit) differs from what it computes (`--write-doc` rewrites them), or when the prose of its
+validation section or changelog holds a percentage or an `N of M` count that no generated block prints.
 """
 from __future__ import annotations
 
@@ -47,6 +48,10 @@ WORLDS = (8, 16, 32, 64)
 STRATEGIES = ["ulysses", "ring-p2p", "ring-allgather", "usp", "loongtrain"]
 BEGIN, END = "<!-- validation-summary:begin -->", "<!-- validation-summary:end -->"
 FIT_BEGIN, FIT_END = "<!-- kernel-fit:begin -->", "<!-- kernel-fit:end -->"
+GOALS_BEGIN, GOALS_END = "<!-- validation-goals:begin -->", "<!-- validation-goals:end -->"
+# sections of docs/cp-simulator.md whose prose may hold no validation figure the script does not print
+CHECKED_SECTIONS = ("## 3. Validation", "## Changelog")
+FIGURE = re.compile(r"\d[\d,]*(?:\.\d+)?\s?%|\b\d+ of \d+\b")
 
 
 def pct(a: float, b: float) -> float:
@@ -338,6 +343,52 @@ def fit_block() -> str:
     return "\n".join(lines)
 
 
+def goals_block(own: dict[str, Any], pubs: dict[str, dict[str, Any]]) -> str:
+    """Issue 28's goals, each with its target, today's figure and whether it is met."""
+    rows = []
+    for name, p in pubs.items():
+        rows.append((f"published {name}: causal_document median abs error", "<= 25 %",
+                     f"{p['causal_document_median']:.1f} %", p["causal_document_median"] <= 25))
+        rows.append((f"published {name}: causal_document 8 -> 64 GPU trend sign right", "at least 8 of 10 series",
+                     f"{p['trend_right']} of {p['trend_series']}", p["trend_right"] >= 8))
+        if p["dense_cells"]:
+            rows.append((f"published {name}: full/causal median abs error", "<= 10 %", f"{p['dense_median']:.1f} %",
+                         p["dense_median"] <= 10))
+    rows.append(("own two-GPU rows within 10 %, out of sample", "at least 34 of 40",
+                 f"{own['w2_within_10_out']} of {own['w2_rows']}", own["w2_within_10_out"] >= 34))
+    lines = [GOALS_BEGIN, "", "| goal of issue 28 | target | now | met |", "|---|---|---|---|"]
+    lines += [f"| {goal} | {target} | {now} | {'yes' if met else '**no**'} |" for goal, target, now, met in rows]
+    return "\n".join([*lines, "", GOALS_END])
+
+
+def check_doc(text: str, blocks: dict[tuple[str, str], str]) -> tuple[str, list[str]]:
+    """The doc with its generated blocks put in, and what is wrong with it: a missing block, or a validation
+    figure (a percentage or an `N of M` count) in the prose of a checked section (`CHECKED_SECTIONS`)
+    that none of the generated blocks prints."""
+    problems, new = [], text
+    for (begin, end), wanted in blocks.items():
+        if begin not in new or end not in new:
+            problems.append(f"no generated block ({begin} ... {end})")
+            continue
+        new = new.replace(new[new.index(begin):new.index(end) + len(end)], wanted)
+    printed = "\n".join(blocks.values())
+    prose = new
+    for (begin, end) in blocks:
+        while begin in prose and end in prose:
+            prose = prose[:prose.index(begin)] + prose[prose.index(end) + len(end):]
+    for heading in CHECKED_SECTIONS:
+        if heading not in prose:
+            problems.append(f"no section {heading!r}")
+            continue
+        section = prose[prose.index(heading):]
+        section = section[:section.find("\n## ", 1)] if "\n## " in section[1:] else section
+        for line in section.splitlines():
+            for figure in FIGURE.findall(line):
+                if not re.search(r"(?<![\d.,])" + re.escape(figure) + r"(?![\d.,]\d)", printed):
+                    problems.append(f"{heading[3:]}: {figure!r} is not a figure this script prints: {line.strip()}")
+    return new, problems
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few rows and cells (CI); no doc check")
@@ -368,23 +419,23 @@ def main() -> None:
     print(json.dumps({k: v for k, v in summary.items() if k != "bands"}, indent=1, default=str))
     print(f"cp_validate: {time.time() - start:.0f} s")
     print(block)
+    print(goals_block(own_summary, pub_summary))
     print(fit_block())
     if args.quick:
         return
     BANDS.write_text(json.dumps({"source": "docs/scripts/cp_validate.py", "regimes": band_list}, indent=1) + "\n")
     text = DOC.read_text()
-    blocks = {(BEGIN, END): block, (FIT_BEGIN, FIT_END): fit_block()}
-    new = text
-    for (begin, end), wanted in blocks.items():
-        if begin not in new or end not in new:
-            print(f"cp_validate: {DOC} has no generated block ({begin} ... {end})", file=sys.stderr)
-            sys.exit(1)
-        new = new.replace(new[new.index(begin):new.index(end) + len(end)], wanted)
-    if args.write_doc:
+    blocks = {(BEGIN, END): block, (FIT_BEGIN, FIT_END): fit_block(),
+              (GOALS_BEGIN, GOALS_END): goals_block(own_summary, pub_summary)}
+    new, problems = check_doc(text, blocks)
+    if args.write_doc and not any(p.startswith("no ") for p in problems):
         DOC.write_text(new)
+        problems = check_doc(new, blocks)[1]
     elif new != text:
-        print(f"cp_validate: the numbers in {DOC.relative_to(ROOT)} differ from what this computes "
-              f"(see {out_dir / 'validation-summary.md'}; --write-doc puts them in)", file=sys.stderr)
+        problems.insert(0, "the generated blocks differ from what this computes (--write-doc puts them in)")
+    if problems:
+        for problem in problems:
+            print(f"cp_validate: {DOC.relative_to(ROOT)}: {problem}", file=sys.stderr)
         sys.exit(1)
 
 
