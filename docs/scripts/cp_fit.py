@@ -52,11 +52,11 @@ def main(paths: list[Path], segments: list[Path]) -> None:
     for kernel, by in fits.items():
         for direction, fit in by.items():
             sel = fit.selection
-            tried = "; ".join(f"{c['segment_model'] or 'dense'}{' + diagonal' if c['diagonal'] else ''} "
-                              f"{c['score']:.1f} %" for c in sel["candidates"])
+            form = (f"floor {sel['floor']}, {sel['segment_model'] or 'dense'}"
+                    f"{' + diagonal' if sel['diagonal'] else ''}")
             print(f"{kernel:10s} {direction}  rows {fit.rows:3d}  median |err| {fit.median_err_pct:5.1f} %  "
-                  f"max {fit.max_err_pct:5.1f} %  held out {sel['heldout_err_pct']['score']:5.1f} %  "
-                  f"chosen {sel['segment_model'] or 'dense'}{' + diagonal' if sel['diagonal'] else ''}  ({tried})")
+                  f"max {fit.max_err_pct:5.1f} %  held out {sel['heldout_err_pct']['score']:5.1f} % "
+                  f"(of {len(sel['candidates'])} forms, in the fit file)  chosen: {form}")
     print(f"wrote {FIT_PATH}")
 
 

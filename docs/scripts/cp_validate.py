@@ -329,7 +329,8 @@ def fit_block() -> str:
         for direction, fit in by.items():
             sel = fit.selection
             held = sel.get("heldout_err_pct", {})
-            form = (sel.get("segment_model") or "dense") + (" + diagonal" if sel.get("diagonal") else "")
+            form = (f"floor {sel.get('floor', 'tile')}, " + (sel.get("segment_model") or "dense")
+                    + (" + diagonal" if sel.get("diagonal") else ""))
             seg = ("rows of " + proxies[kernel].split("rows of ")[1].split(" (")[0] if kernel in proxies
                    else "own" if sel.get("segment_model") else "none")
             lo, n_hi = (fit.segment_len_range or (float("nan"),))[0], (fit.segment_count_range or (0, float("nan")))[1]

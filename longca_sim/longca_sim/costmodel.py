@@ -45,20 +45,37 @@ TILE = 128
 FIT_MASKS = ("full", "causal", "full_document", "causal_document")
 FIT_PATH = Path(__file__).resolve().parent / "data" / "cp_kernel_fit.json"
 NAMES = ("launch_ms", "row_ms", "tile_ms", "segment_ms", "diagonal_ms", "token_ms")
+# The least work a row block is priced at (`floor` of a fit, chosen with its form, `_choose_form`): "tile", a
+# whole tile whatever its rows (a segment of 8 tokens runs one tile); "rows M", M tiles' worth of work per
+# 128 valid rows (a short row block costs a fixed latency per row it loads and writes, which a long row
+# block hides under its tiles). Each is a feature column: the work a slice falls short of that floor.
+FLOORS = ("tile", "rows 2", "rows 4", "rows 8")
+FEATURES = (*NAMES, *(f"floor {f}" for f in FLOORS))
 
 
 def slice_features(slices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row blocks, padded area, row blocks on a diagonal) of each slice (`slice_tokens` gives the fourth)."""
+    """(row blocks, padded area, row blocks on a diagonal) of each slice, the padded area with a whole tile
+    per row block at least (`slice_floors` gives the other floors; `slice_tokens` the fourth feature)."""
+    nq, base, diagonal, floors = _slice_work(slices)
+    return nq, base + floors[:, 0], diagonal
+
+
+def _slice_work(slices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Row blocks, the work a tiled kernel computes with no floor (key tiles whole, valid rows only, half a
+    tile per row block on a diagonal), diagonal row blocks, and (slices, FLOORS) the work short of each floor."""
     s = sl.as_array(slices)
     lq, lk, kind = s[:, 1] - s[:, 0], s[:, 3] - s[:, 2], s[:, 4]
     nq, nk = -(-lq // TILE), -(-lk // TILE)
     exact = np.where(kind == sl.FULL, lq * lk,
                      np.where(kind == sl.BI_CAUSAL, lq * (lk - lq + 1), lq * (lk - lq) + lq * (lq + 1) // 2))
     diagonal = np.where(kind == sl.FULL, 0, np.where(kind == sl.BI_CAUSAL, 2, 1)) * nq
-    # every row block computes at least one whole tile (a segment shorter than a tile still runs one)
-    padded = np.clip(exact + diagonal * (TILE * TILE // 2), nq * TILE * TILE, nq * nk * TILE * TILE)
-    padded = np.where(kind == sl.FULL, nq * nk * TILE * TILE, padded)
-    return nq.astype(float), padded.astype(float), diagonal.astype(float)
+    base = np.minimum(exact + diagonal * (TILE * TILE // 2), nq * nk * TILE * TILE)
+    base = np.where(kind == sl.FULL, lq * nk * TILE, base).astype(float)
+    # "tile": every row block computes at least one whole tile, a full slice whole tiles
+    tile = np.maximum(base, nq * TILE * TILE)
+    tile = np.where(kind == sl.FULL, nq * nk * TILE * TILE, tile)
+    floors = [tile - base] + [np.maximum(0.0, int(f.split()[1]) * lq * TILE - base) for f in FLOORS[1:]]
+    return nq.astype(float), base, diagonal.astype(float), np.column_stack(floors).astype(float)
 
 
 def slice_tokens(slices: np.ndarray) -> np.ndarray:
@@ -68,19 +85,17 @@ def slice_tokens(slices: np.ndarray) -> np.ndarray:
 
 
 def table_features(table: CallTable, heads: int) -> np.ndarray:
-    """(calls, 6): launches, head row blocks, head padded area, head segments, head diagonal row blocks and
-    head tokens (query plus key rows of each slice) of every call of a table."""
+    """(calls, FEATURES): launches, head row blocks, head work (no floor), head segments, head diagonal row
+    blocks, head tokens (query plus key rows of each slice), and the head work short of each floor (FLOORS)
+    of every call of a table."""
     if not len(table):
-        return np.zeros((0, len(NAMES)))
-    nq, padded, diagonal = slice_features(table.slices)
+        return np.zeros((0, len(FEATURES)))
+    nq, base, diagonal, floors = _slice_work(table.slices)
     tokens = slice_tokens(table.slices)
     first = table.start[:-1]
-    rows = np.add.reduceat(nq, first) * heads
-    area = np.add.reduceat(padded, first) * heads
-    segments = np.diff(table.start).astype(float) * heads
-    diagonals = np.add.reduceat(diagonal, first) * heads
-    return np.column_stack([np.ones(len(table)), rows, area, segments, diagonals,
-                            np.add.reduceat(tokens, first) * heads])
+    per_slice = np.column_stack([nq, base, np.ones(len(nq)), diagonal, tokens, floors])
+    summed = np.add.reduceat(per_slice, first, axis=0) * heads
+    return np.column_stack([np.ones(len(table)), summed])
 
 
 def call_shapes(table: CallTable) -> np.ndarray:
@@ -118,10 +133,13 @@ class KernelFit:
     # rows; empty in fit files written before them (then only the work is checked)
     segment_len_range: tuple[float, ...] = ()
     segment_count_range: tuple[float, ...] = ()
+    floor: str = "tile"  # the least work a row block is priced at (FLOORS); fit files before it: "tile"
 
     @property
     def coef(self) -> np.ndarray:
-        return np.array([self.launch_ms, self.row_ms, self.tile_ms, self.segment_ms, self.diagonal_ms, self.token_ms])
+        """Coefficients of the FEATURES columns: the floor's shortfall priced per tile like the work."""
+        return np.array([self.launch_ms, self.row_ms, self.tile_ms, self.segment_ms, self.diagonal_ms, self.token_ms,
+                         *(self.tile_ms if f == self.floor else 0.0 for f in FLOORS)])
 
     def price(self, features: np.ndarray) -> np.ndarray:
         """Milliseconds of each call (features from `table_features`)."""
@@ -174,12 +192,23 @@ def _nonneg_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         active.remove(int(np.argmin(np.where(np.isin(np.arange(len(x)), active), x, np.inf))))
 
 
-# Candidate model forms, simplest first: (how the short-segment rows enter, diagonal term kept). The form is
-# chosen per kernel and direction by its error on held-out one-GPU rows (`_choose_form`); no CP row and no
-# published figure is seen by the choice or by the fit.
-FORMS = (("dense + short terms", False), ("joint", False), ("dense + short terms", True), ("joint", True))
+# Candidate model forms, simplest first: (floor of a row block's work, how the short-segment rows enter,
+# diagonal term kept). The form is chosen per kernel and direction by its error on held-out one-GPU rows
+# (`_choose_form`); no CP row and no published figure is seen by the choice or by the fit.
+FORMS = tuple((floor, how, diagonal) for floor in FLOORS for diagonal in (False, True)
+              for how in ("dense + short terms", "joint"))
 # the terms the short-segment rows fit on top of the dense sweep's coefficients (per slice and per row it loads)
 SHORT_TERMS = ("segment_ms", "token_ms")
+
+
+def _design(x: np.ndarray, floor: str, diagonal: bool) -> np.ndarray:
+    """The (rows, NAMES) columns one form fits: the work with the floor's shortfall added (priced per tile),
+    the diagonal column zero without the diagonal term."""
+    d = x[:, :len(NAMES)].copy()
+    d[:, NAMES.index("tile_ms")] += x[:, len(NAMES) + FLOORS.index(floor)]
+    if not diagonal:
+        d[:, NAMES.index("diagonal_ms")] = 0.0
+    return d
 
 
 def _nonneg_rel_fit(x: np.ndarray, t: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -188,14 +217,12 @@ def _nonneg_rel_fit(x: np.ndarray, t: np.ndarray, w: np.ndarray) -> np.ndarray:
     return _nonneg_lstsq(x / t[:, None] * root[:, None], root)
 
 
-def _fit_form(x: np.ndarray, t: np.ndarray, short: np.ndarray, how: str, diagonal: bool) -> np.ndarray:
-    """Coefficients of one form. Without short-segment rows both ways are the dense fit. `joint`: every term
-    fitted on both sets, each set weighing half. `dense + short terms`: the dense rows' fit, then only the
-    per-segment and per-token terms fitted, non-negative, on the short rows' relative residuals (the launch,
-    row, tile and diagonal coefficients stay the dense sweep's, so the long calls keep their price)."""
-    if not diagonal:
-        x = x.copy()
-        x[:, NAMES.index("diagonal_ms")] = 0.0
+def _fit_form(x: np.ndarray, t: np.ndarray, short: np.ndarray, how: str) -> np.ndarray:
+    """Coefficients of one form on its design `x` (`_design`). Without short-segment rows both ways are the
+    dense fit. `joint`: every term fitted on both sets, each set weighing half. `dense + short terms`: the
+    dense rows' fit, then only the per-segment and per-token terms fitted, non-negative, on the short rows'
+    relative residuals (the launch, row, tile and diagonal coefficients stay the dense sweep's, so the long
+    calls keep their price)."""
     if not short.any() or short.all():
         return _nonneg_rel_fit(x, t, np.ones(len(t)))
     if how == "joint":
@@ -207,32 +234,34 @@ def _fit_form(x: np.ndarray, t: np.ndarray, short: np.ndarray, how: str, diagona
     return dense
 
 
-def _heldout_score(x: np.ndarray, t: np.ndarray, short: np.ndarray, how: str, diagonal: bool) -> dict[str, float]:
+def _heldout_score(x: np.ndarray, t: np.ndarray, short: np.ndarray, how: str) -> dict[str, float]:
     """Each row predicted by the form fitted on the other rows (leave one out): the median |error| % over the
     dense rows and over the short-segment rows, and their mean (each set weighing half), the `score`."""
     errs = np.empty(len(t))
     for i in range(len(t)):
         keep = np.arange(len(t)) != i
-        errs[i] = abs(x[i] @ _fit_form(x[keep], t[keep], short[keep], how, diagonal) - t[i]) / t[i]
+        errs[i] = abs(x[i] @ _fit_form(x[keep], t[keep], short[keep], how) - t[i]) / t[i]
     parts = {name: 100 * float(np.median(errs[sel])) for name, sel in (("dense", ~short), ("short", short))
              if sel.any()}
     return {**parts, "score": float(np.mean(list(parts.values())))}
 
 
 def _choose_form(x: np.ndarray, t: np.ndarray, short: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
-    """The form (`FORMS`) with the lowest held-out score on the kernel's own one-GPU rows, fitted on all of
-    them; a tie keeps the simpler (earlier) form. Without short-segment rows only the diagonal term is chosen."""
-    forms = FORMS if short.any() and (~short).any() else tuple((h, d) for h, d in FORMS if h == FORMS[0][0])
-    scores = {(h, d): _heldout_score(x, t, short, h, d) for h, d in forms}
-    how, diagonal = min(forms, key=lambda f: scores[f]["score"])  # min keeps the first of equal scores
+    """The form (`FORMS`) with the lowest held-out score on the kernel's own one-GPU rows (`x`: FEATURES
+    columns), fitted on all of them; a tie keeps the simpler (earlier) form. Without short-segment rows the
+    two ways they enter are one. Returns the NAMES coefficients and the selection (with `floor`)."""
+    both = bool(short.any() and (~short).any())
+    forms = FORMS if both else tuple(f for f in FORMS if f[1] == FORMS[0][1])
+    scores = {f: _heldout_score(_design(x, f[0], f[2]), t, short, f[1]) for f in forms}
+    floor, how, diagonal = min(forms, key=lambda f: scores[f]["score"])  # min keeps the first of equal scores
     selection: dict[str, Any] = {
         "rule": "lowest leave-one-out median |error| over the one-GPU rows (dense and short-segment rows "
                 "weighing half each); a tie keeps the simpler form",
-        "segment_model": how if short.any() else None, "diagonal": diagonal,
-        "heldout_err_pct": scores[(how, diagonal)],
-        "candidates": [{"segment_model": h if short.any() else None, "diagonal": d, **scores[(h, d)]}
-                       for h, d in forms]}
-    return _fit_form(x, t, short, how, diagonal), selection
+        "floor": floor, "segment_model": how if short.any() else None, "diagonal": diagonal,
+        "heldout_err_pct": scores[(floor, how, diagonal)],
+        "candidates": [{"floor": f, "segment_model": h if short.any() else None, "diagonal": d, **scores[(f, h, d)]}
+                       for f, h, d in forms]}
+    return _fit_form(_design(x, floor, diagonal), t, short, how), selection
 
 
 def _shape_ranges(items: list, short: np.ndarray) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -298,7 +327,7 @@ def fit_rows(rows: Iterable[dict[str, Any]], registry=None,
         t = np.array([ms for _, ms, _ in items])
         short = np.array([str(r.get("mask", "")).startswith("segments:") for _, _, r in items])
         coef, selection = _choose_form(x, t, short)
-        pred = x @ coef
+        pred = _design(x, selection["floor"], True) @ coef
         err = 100 * (pred - t) / t
         residuals = [{"mask": r["mask"], "seqlen": r["seqlen"], "measured_ms": ms, "model_ms": float(p),
                       "err_pct": float(e)} for (_, ms, r), p, e in zip(items, pred, err, strict=True)]
@@ -306,7 +335,7 @@ def fit_rows(rows: Iterable[dict[str, Any]], registry=None,
         fits.setdefault(kernel, {})[direction] = KernelFit(
             kernel, direction, launch_ms, row_ms, tile_ms, segment_ms, len(items), float(np.median(np.abs(err))),
             float(np.max(np.abs(err))), (float(x[:, 2].min()), float(x[:, 2].max())), residuals, diagonal_ms,
-            selection, token_ms, *_shape_ranges(items, short))
+            selection, token_ms, *_shape_ranges(items, short), floor=selection["floor"])
     return fits
 
 
