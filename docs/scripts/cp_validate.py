@@ -9,8 +9,9 @@ The protocol (what is fitted on what):
   microbenchmark), `docs/scripts/cp_fit.py`;
 - CP-specific constants (the per-call overhead of a CP step): only full and causal CP rows of
   longca's own two-GPU runs; each of those rows is predicted with the constant fitted on the others;
-- test data, never fitted on: every document CP row, every fa2-alone row, every world-size-1 row and
-  every published cell (docs/cp-simulator/anchors-*.md, each file naming its setting on its first line).
+- test data, never fitted on: every document CP row, every fa2-alone row, every world-size-1 row,
+  every published cell (docs/cp-simulator/anchors-*.md, each file naming its setting on its first line)
+  and the published one-GPU kernel figures of the kernel check (docs/cp-simulator/kernel-h100.md).
 
 Writes docs/cp-simulator/validation-own.md, validation-published-NAME.md, validation-summary.md,
 validation.json and longca_sim/longca_sim/data/validation_bands.json (the out-of-sample error per regime
