@@ -21,3 +21,29 @@ def test_quick_validation_writes_its_tables(tmp_path):
     assert pub["setting"]["sampler"] == "magi"
     for name in ("validation-own.md", "validation-published-h100.md", "validation-summary.md"):
         assert (tmp_path / name).read_text().startswith("# Validation")
+
+
+def _script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cp_validate", SCRIPT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_doc_check_fails_on_a_stale_block_or_an_unprinted_figure():
+    v = _script()
+    blocks = {(v.BEGIN, v.END): f"{v.BEGIN}\n| h100 | 46.9 % | 10 of 10 |\n{v.END}"}
+    good = f"# page\n\n## 3. Validation\n\nThe median is 46.9 %.\n\n{blocks[(v.BEGIN, v.END)]}\n\n## Changelog\n\n- x\n"
+    assert v.check_doc(good, blocks) == (good, [])
+    stale = good.replace("| h100 | 46.9 %", "| h100 | 41.2 %")
+    new, problems = v.check_doc(stale, blocks)
+    assert new == good and not problems  # the caller compares new with the text: a stale block differs
+    for planted in ("The median is 41.2 %.", "Right in 0 of 10 series.", "before: 46.95 %"):
+        _, problems = v.check_doc(good.replace("The median is 46.9 %.", planted), blocks)
+        assert problems and "not a figure this script prints" in problems[0], planted
+    _, problems = v.check_doc(good.replace("- x", "- before: 7.7 %"), blocks)
+    assert problems  # the changelog is checked too
+    assert v.check_doc(good.replace(v.END, ""), blocks)[1] == [f"no generated block ({v.BEGIN} ... {v.END})"]

@@ -51,9 +51,12 @@ def main(paths: list[Path], segments: list[Path]) -> None:
               {k: f"short-segment rows of {p} (declared proxy: {k} was not measured)" for k, p in proxies.items()})
     for kernel, by in fits.items():
         for direction, fit in by.items():
-            kept = fit.selection["loo_median_err_pct_with_diagonal"] < fit.selection["loo_median_err_pct_without"]
+            sel = fit.selection
+            form = (f"floor {sel['floor']}, {sel['segment_model'] or 'dense'}"
+                    f"{' + diagonal' if sel['diagonal'] else ''}")
             print(f"{kernel:10s} {direction}  rows {fit.rows:3d}  median |err| {fit.median_err_pct:5.1f} %  "
-                  f"max {fit.max_err_pct:5.1f} %  diagonal term {'kept' if kept else 'not kept'}")
+                  f"max {fit.max_err_pct:5.1f} %  held out {sel['heldout_err_pct']['score']:5.1f} % "
+                  f"(of {len(sel['candidates'])} forms, in the fit file)  chosen: {form}")
     print(f"wrote {FIT_PATH}")
 
 

@@ -9,13 +9,15 @@ The protocol (what is fitted on what):
   microbenchmark), `docs/scripts/cp_fit.py`;
 - CP-specific constants (the per-call overhead of a CP step): only full and causal CP rows of
   longca's own two-GPU runs; each of those rows is predicted with the constant fitted on the others;
-- test data, never fitted on: every document CP row, every fa2-alone row, every world-size-1 row and
-  every published cell (docs/cp-simulator/anchors-*.md, each file naming its setting on its first line).
+- test data, never fitted on: every document CP row, every fa2-alone row, every world-size-1 row,
+  every published cell (docs/cp-simulator/anchors-*.md, each file naming its setting on its first line)
+  and the published one-GPU kernel figures of the kernel check (docs/cp-simulator/kernel-h100.md).
 
 Writes docs/cp-simulator/validation-own.md, validation-published-NAME.md, validation-summary.md,
 validation.json and longca_sim/longca_sim/data/validation_bands.json (the out-of-sample error per regime
-that `longca recommend` reports); exits 1 when the summary block of docs/cp-simulator.md differs from
-what it computes (`--write-doc` rewrites it).
+that `longca recommend` reports); exits 1 when a generated block of docs/cp-simulator.md (the summary, the
+goals, the kernel fit) differs from what it computes (`--write-doc` rewrites them), or when the prose of its
+validation section or changelog holds a percentage or an `N of M` count that no generated block prints.
 """
 from __future__ import annotations
 
@@ -47,6 +49,12 @@ WORLDS = (8, 16, 32, 64)
 STRATEGIES = ["ulysses", "ring-p2p", "ring-allgather", "usp", "loongtrain"]
 BEGIN, END = "<!-- validation-summary:begin -->", "<!-- validation-summary:end -->"
 FIT_BEGIN, FIT_END = "<!-- kernel-fit:begin -->", "<!-- kernel-fit:end -->"
+GOALS_BEGIN, GOALS_END = "<!-- validation-goals:begin -->", "<!-- validation-goals:end -->"
+KERNEL_BEGIN, KERNEL_END = "<!-- kernel-check:begin -->", "<!-- kernel-check:end -->"
+TABLES_BEGIN, TABLES_END = "<!-- validation-tables:begin -->", "<!-- validation-tables:end -->"
+# sections of docs/cp-simulator.md whose prose may hold no validation figure the script does not print
+CHECKED_SECTIONS = ("## 3. Validation", "## Changelog")
+FIGURE = re.compile(r"\d[\d,]*(?:\.\d+)?\s?%|\b\d+ of \d+\b")
 
 
 def pct(a: float, b: float) -> float:
@@ -314,22 +322,151 @@ def summary_block(own: dict[str, Any], pubs: dict[str, dict[str, Any]], band_lis
 
 
 def fit_block() -> str:
-    """The shipped kernel fit: rows, error over its own rows, and how the short-segment rows entered it."""
+    """The shipped kernel fit: rows, error over its own rows and on held-out one-GPU rows, the form its rule chose."""
     fits, meta = load_fits()
     proxies = meta.get("segment_proxies", {})
-    lines = [FIT_BEGIN, "", "| kernel | dir | rows | median / max abs error | short-segment rows | shortest segment, "
-             "most segments counted as measured |", "|---|---|---|---|---|---|"]
+    lines = [FIT_BEGIN, "", "| kernel | dir | rows | in-sample median / max abs error | held out: dense / short rows "
+             "| form chosen | short-segment rows | shortest segment, most segments counted as measured |",
+             "|---|---|---|---|---|---|---|---|"]
     for kernel, by in fits.items():
         for direction, fit in by.items():
-            how = fit.selection.get("segment_model")
-            seg = (f"{how}" + (f" ({proxies[kernel].split(' (')[0]})" if kernel in proxies else "")) if how else "none"
+            sel = fit.selection
+            held = sel.get("heldout_err_pct", {})
+            form = (f"floor {sel.get('floor', 'tile')}, " + (sel.get("segment_model") or "dense")
+                    + (" + diagonal" if sel.get("diagonal") else ""))
+            seg = ("rows of " + proxies[kernel].split("rows of ")[1].split(" (")[0] if kernel in proxies
+                   else "own" if sel.get("segment_model") else "none")
             lo, n_hi = (fit.segment_len_range or (float("nan"),))[0], (fit.segment_count_range or (0, float("nan")))[1]
             lines.append(f"| {kernel} | {direction} | {fit.rows} | {fit.median_err_pct:.1f} % / "
-                         f"{fit.max_err_pct:.1f} % | {seg} | {lo:.0f} tokens, {n_hi:.0f} |")
+                         f"{fit.max_err_pct:.1f} % | {held.get('dense', float('nan')):.1f} % / "
+                         + (f"{held['short']:.1f} % | " if "short" in held else "- | ")
+                         + f"{form} | {seg} | {lo:.0f} tokens, {n_hi:.0f} |")
     overhead = meta.get("call_overhead_ms", {})
     lines += ["", f"Per-call overhead of CP steps (fitted on {overhead.get('rows', 0)} full/causal two-GPU rows): "
               f"{overhead.get('fwd', 0):.3f} ms forward, {overhead.get('bwd', 0):.3f} ms backward.", "", FIT_END]
     return "\n".join(lines)
+
+
+def kernel_check(path: Path, draws: int) -> tuple[str, list[dict[str, Any]]]:
+    """The kernel model alone, one GPU, against published one-GPU figures of the same kernel on the published
+    setting's documents (`kernel-*.md`): each length's TFLOP/s the mean over `draws` mask draws of the draw's
+    TFLOP/s (the source averages per pack)."""
+    from longca.problem import Problem
+
+    setting = dict(kv.split("=", 1) for kv in re.search(r"<!-- kernel: (.*?) -->", path.read_text()).group(1).split())
+    hq, hkv = (int(h) for h in setting["heads"].split(":"))
+    pricing = default_pricing(setting["inner"], preset(setting["topology"]))
+    cells = []
+    for line in path.read_text().splitlines():
+        parts = [p.strip() for p in line.strip().strip("|").split("|")]
+        if len(parts) != 5 or "," not in parts[0] or parts[0].startswith("mask"):
+            continue
+        mask, direction = (p.strip() for p in parts[0].split(","))
+        fit = pricing.fwd if direction == "fwd" else pricing.bwd
+        for seqlen, text in zip((8192, 16384, 32768, 65536), parts[1:], strict=True):
+            if not text:
+                continue
+            problem = Problem(kernel=setting["inner"], mask=mask, seqlen=seqlen, heads_q=hq, heads_kv=hkv,
+                              head_dim=int(setting["head_dim"]), sampler=setting["sampler"], seed=0)
+            got = []
+            for i in range(draws):
+                m = build_mask(problem, i)
+                ms = fit.price(table_features(pair_table(m.slices, [(0, seqlen)], [(0, seqlen)]), hq)).sum()
+                flops = 4.0 * m.area * hq * problem.head_dim * (2.5 if direction == "bwd" else 1.0)
+                got.append(flops / (ms * 1e-3) / 1e12)
+            cells.append({"mask": mask, "direction": direction, "seqlen": seqlen, "published": float(text),
+                          "simulated": float(np.mean(got)), "err": pct(float(np.mean(got)), float(text))})
+    lines = [KERNEL_BEGIN, "", f"One GPU, {setting['inner']} priced by the shipped fit, against "
+             f"[{path.name}](cp-simulator/{path.name}) ({draws} draws of the `{setting['sampler']}` documents):", "",
+             "| mask, dir | 8K | 16K | 32K | 64K |", "|---|---|---|---|---|"]
+    for (mask, direction) in dict.fromkeys((c["mask"], c["direction"]) for c in cells):
+        by = {c["seqlen"]: c for c in cells if (c["mask"], c["direction"]) == (mask, direction)}
+        lines.append(f"| {mask}, {direction} | " + " | ".join(
+            f"{by[n]['simulated']:.0f} vs {by[n]['published']:.0f} ({by[n]['err']:+.1f} %)" if n in by else "-"
+            for n in (8192, 16384, 32768, 65536)) + " |")
+    doc = [abs(c["err"]) for c in cells if c["mask"] != "full"]
+    lines += ["", f"Median abs error: causal_document {med(doc):.1f} % ({len(doc)} cells), full "
+              f"{med([abs(c['err']) for c in cells if c['mask'] == 'full']):.1f} %.", "", KERNEL_END]
+    return "\n".join(lines), cells
+
+
+def _cell(e: dict[str, Any]) -> str:
+    shown = f"{e['low']:.0f}" if e["low"] == e["high"] else f"{e['low']:.0f}-{e['high']:.0f}"
+    return f"{e['simulated']:.0f} vs {shown} ({e['err']:+.1f} %)"
+
+
+def tables_block(own: list[dict[str, Any]], pub: dict[str, list[dict[str, Any]]]) -> str:
+    """The three validation tables, compact: own two-GPU rows (error by strategy and mask, out of sample) and,
+    per published set, the causal_document error by strategy, direction and world size."""
+    lines = [TABLES_BEGIN, "", "**Own rows** (H200, two GPUs, fa2 inside; out of sample; fwd / bwd):", ""]
+    masks = list(dict.fromkeys(e["mask"] for e in own))
+    w2 = [e for e in own if e["world"] == 2 and not e["strategy"].endswith(" alone")]
+    lines += ["| strategy | " + " | ".join(masks) + " |", "|---|" + "---|" * len(masks)]
+    for strategy in dict.fromkeys(e["strategy"] for e in w2):
+        cells = []
+        for mask in masks:
+            by = {e["direction"]: e["err"] for e in w2 if (e["strategy"], e["mask"]) == (strategy, mask)}
+            cells.append(" / ".join(f"{by[d]:+.1f} %" if d in by else "-" for d in ("fwd", "bwd")))
+        lines.append(f"| {strategy} | " + " | ".join(cells) + " |")
+    for name, cells in pub.items():
+        doc = [e for e in cells if e["mask"] == "causal_document"]
+        worlds = sorted({e["world"] for e in doc})
+        lines += ["", f"**Published {name}, causal_document** (simulated vs published, error; `-`: the cell is "
+                  "counted once, under the strategy the model prices alike):", "",
+                  "| strategy | dir | " + " | ".join(f"W={w}" for w in worlds) + " |",
+                  "|---|---|" + "---|" * len(worlds)]
+        for strategy, direction in dict.fromkeys((e["sim_strategy"], e["direction"]) for e in doc):
+            by = {e["world"]: e for e in doc if (e["sim_strategy"], e["direction"]) == (strategy, direction)}
+            lines.append(f"| {strategy} | {direction} | " + " | ".join(
+                _cell(by[w]) if w in by else "-"
+                for w in worlds) + " |")
+    return "\n".join([*lines, "", TABLES_END])
+
+
+def goals_block(own: dict[str, Any], pubs: dict[str, dict[str, Any]]) -> str:
+    """Issue 28's goals, each with its target, today's figure and whether it is met."""
+    rows = []
+    for name, p in pubs.items():
+        rows.append((f"published {name}: causal_document median abs error", "<= 25 %",
+                     f"{p['causal_document_median']:.1f} %", p["causal_document_median"] <= 25))
+        rows.append((f"published {name}: causal_document 8 -> 64 GPU trend sign right", "at least 8 of 10 series",
+                     f"{p['trend_right']} of {p['trend_series']}", p["trend_right"] >= 8))
+        if p["dense_cells"]:
+            rows.append((f"published {name}: full/causal median abs error", "<= 10 %", f"{p['dense_median']:.1f} %",
+                         p["dense_median"] <= 10))
+    rows.append(("own two-GPU rows within 10 %, out of sample", "at least 34 of 40",
+                 f"{own['w2_within_10_out']} of {own['w2_rows']}", own["w2_within_10_out"] >= 34))
+    lines = [GOALS_BEGIN, "", "| goal of issue 28 | target | now | met |", "|---|---|---|---|"]
+    lines += [f"| {goal} | {target} | {now} | {'yes' if met else '**no**'} |" for goal, target, now, met in rows]
+    return "\n".join([*lines, "", GOALS_END])
+
+
+def check_doc(text: str, blocks: dict[tuple[str, str], str]) -> tuple[str, list[str]]:
+    """The doc with its generated blocks put in, and what is wrong with it: a missing block, or a validation
+    figure (a percentage or an `N of M` count) in the prose of a checked section (`CHECKED_SECTIONS`)
+    that none of the generated blocks prints."""
+    problems, new = [], text
+    for (begin, end), wanted in blocks.items():
+        if begin not in new or end not in new:
+            problems.append(f"no generated block ({begin} ... {end})")
+            continue
+        new = new.replace(new[new.index(begin):new.index(end) + len(end)], wanted)
+    printed = "\n".join(blocks.values())
+    prose = new
+    for (begin, end) in blocks:
+        while begin in prose and end in prose:
+            prose = prose[:prose.index(begin)] + prose[prose.index(end) + len(end):]
+    for heading in CHECKED_SECTIONS:
+        if heading not in prose:
+            problems.append(f"no section {heading!r}")
+            continue
+        section = prose[prose.index(heading):]
+        section = section[:section.find("\n## ", 1)] if "\n## " in section[1:] else section
+        for line in section.splitlines():
+            for figure in FIGURE.findall(line):
+                if not re.search(r"(?<![\d.,])" + re.escape(figure) + r"(?![\d.,]\d)", printed):
+                    problems.append(f"{heading[3:]}: {figure!r} is not a figure this script prints: {line.strip()}")
+    return new, problems
 
 
 def main() -> None:
@@ -349,6 +486,8 @@ def main() -> None:
         name = path.stem.replace("anchors-", "")
         pub_lines[name], pub_summary[name], pub_cells[name] = published(path, args.quick)
     band_list = bands(own, pub_cells)
+    kernel_path = DOCS / "kernel-h100.md"
+    kernel_block, kernel_cells = kernel_check(kernel_path, 2 if args.quick else 5)
     block = summary_block(own_summary, pub_summary, band_list)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "validation-own.md").write_text("\n".join(own_lines) + "\n")
@@ -356,29 +495,31 @@ def main() -> None:
         (out_dir / f"validation-published-{name}.md").write_text("\n".join(lines) + "\n")
     (out_dir / "validation-summary.md").write_text(
         "# Validation summary (generated by docs/scripts/cp_validate.py; do not edit)\n\n" + block + "\n")
-    summary = {"own": own_summary, "published": pub_summary, "bands": band_list}
+    summary = {"own": own_summary, "published": pub_summary, "bands": band_list, "kernel_check": kernel_cells}
     # the committed file holds only what the data decides: a run time in it would change on every run
     (out_dir / "validation.json").write_text(json.dumps(summary, indent=1) + "\n")
-    print(json.dumps({k: v for k, v in summary.items() if k != "bands"}, indent=1, default=str))
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("bands", "kernel_check")}, indent=1, default=str))
     print(f"cp_validate: {time.time() - start:.0f} s")
     print(block)
+    print(goals_block(own_summary, pub_summary))
+    print(kernel_block)
     print(fit_block())
     if args.quick:
         return
     BANDS.write_text(json.dumps({"source": "docs/scripts/cp_validate.py", "regimes": band_list}, indent=1) + "\n")
     text = DOC.read_text()
-    blocks = {(BEGIN, END): block, (FIT_BEGIN, FIT_END): fit_block()}
-    new = text
-    for (begin, end), wanted in blocks.items():
-        if begin not in new or end not in new:
-            print(f"cp_validate: {DOC} has no generated block ({begin} ... {end})", file=sys.stderr)
-            sys.exit(1)
-        new = new.replace(new[new.index(begin):new.index(end) + len(end)], wanted)
-    if args.write_doc:
+    blocks = {(BEGIN, END): block, (FIT_BEGIN, FIT_END): fit_block(),
+              (GOALS_BEGIN, GOALS_END): goals_block(own_summary, pub_summary), (KERNEL_BEGIN, KERNEL_END): kernel_block,
+              (TABLES_BEGIN, TABLES_END): tables_block(own, pub_cells)}
+    new, problems = check_doc(text, blocks)
+    if args.write_doc and not any(p.startswith("no ") for p in problems):
         DOC.write_text(new)
+        problems = check_doc(new, blocks)[1]
     elif new != text:
-        print(f"cp_validate: the numbers in {DOC.relative_to(ROOT)} differ from what this computes "
-              f"(see {out_dir / 'validation-summary.md'}; --write-doc puts them in)", file=sys.stderr)
+        problems.insert(0, "the generated blocks differ from what this computes (--write-doc puts them in)")
+    if problems:
+        for problem in problems:
+            print(f"cp_validate: {DOC.relative_to(ROOT)}: {problem}", file=sys.stderr)
         sys.exit(1)
 
 

@@ -15,8 +15,10 @@ are computed with the mask applied element by element (FlashAttention-2 runs
 costs more per pair than its padded area says. The coefficients are fitted per kernel and
 direction by least squares on relative error over the rows of the masks CP calls are made of
 (full, causal, full_document, causal_document), each row's features averaged over its own mask
-draws (rebuilt from its sampler and seed); the diagonal term is kept only where it predicts the
-kernel's own rows better, each left out in turn (`_select_fit`).
+draws (rebuilt from its sampler and seed), together with the short-segment microbenchmark's rows where a
+kernel has them. Which form is fitted (the diagonal term or not; the short-segment rows fitted jointly or
+only into the per-segment and per-token terms) is chosen per kernel and direction by one fixed rule on
+those one-GPU rows alone: the lowest leave-one-out error (`_choose_form`).
 
 Outside the data the rule is the model itself: linear in tiles above the largest measured call
 (constant throughput, the flat TFLOP/s of 24K-48K rows supports it) and dominated by the launch
@@ -43,20 +45,37 @@ TILE = 128
 FIT_MASKS = ("full", "causal", "full_document", "causal_document")
 FIT_PATH = Path(__file__).resolve().parent / "data" / "cp_kernel_fit.json"
 NAMES = ("launch_ms", "row_ms", "tile_ms", "segment_ms", "diagonal_ms", "token_ms")
+# The least work a row block is priced at (`floor` of a fit, chosen with its form, `_choose_form`): "tile", a
+# whole tile whatever its rows (a segment of 8 tokens runs one tile); "rows M", M tiles' worth of work per
+# 128 valid rows (a short row block costs a fixed latency per row it loads and writes, which a long row
+# block hides under its tiles). Each is a feature column: the work a slice falls short of that floor.
+FLOORS = ("tile", "rows 2", "rows 4", "rows 8")
+FEATURES = (*NAMES, *(f"floor {f}" for f in FLOORS))
 
 
 def slice_features(slices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row blocks, padded area, row blocks on a diagonal) of each slice (`slice_tokens` gives the fourth)."""
+    """(row blocks, padded area, row blocks on a diagonal) of each slice, the padded area with a whole tile
+    per row block at least (`slice_floors` gives the other floors; `slice_tokens` the fourth feature)."""
+    nq, base, diagonal, floors = _slice_work(slices)
+    return nq, base + floors[:, 0], diagonal
+
+
+def _slice_work(slices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Row blocks, the work a tiled kernel computes with no floor (key tiles whole, valid rows only, half a
+    tile per row block on a diagonal), diagonal row blocks, and (slices, FLOORS) the work short of each floor."""
     s = sl.as_array(slices)
     lq, lk, kind = s[:, 1] - s[:, 0], s[:, 3] - s[:, 2], s[:, 4]
     nq, nk = -(-lq // TILE), -(-lk // TILE)
     exact = np.where(kind == sl.FULL, lq * lk,
                      np.where(kind == sl.BI_CAUSAL, lq * (lk - lq + 1), lq * (lk - lq) + lq * (lq + 1) // 2))
     diagonal = np.where(kind == sl.FULL, 0, np.where(kind == sl.BI_CAUSAL, 2, 1)) * nq
-    # every row block computes at least one whole tile (a segment shorter than a tile still runs one)
-    padded = np.clip(exact + diagonal * (TILE * TILE // 2), nq * TILE * TILE, nq * nk * TILE * TILE)
-    padded = np.where(kind == sl.FULL, nq * nk * TILE * TILE, padded)
-    return nq.astype(float), padded.astype(float), diagonal.astype(float)
+    base = np.minimum(exact + diagonal * (TILE * TILE // 2), nq * nk * TILE * TILE)
+    base = np.where(kind == sl.FULL, lq * nk * TILE, base).astype(float)
+    # "tile": every row block computes at least one whole tile, a full slice whole tiles
+    tile = np.maximum(base, nq * TILE * TILE)
+    tile = np.where(kind == sl.FULL, nq * nk * TILE * TILE, tile)
+    floors = [tile - base] + [np.maximum(0.0, int(f.split()[1]) * lq * TILE - base) for f in FLOORS[1:]]
+    return nq.astype(float), base, diagonal.astype(float), np.column_stack(floors).astype(float)
 
 
 def slice_tokens(slices: np.ndarray) -> np.ndarray:
@@ -66,19 +85,17 @@ def slice_tokens(slices: np.ndarray) -> np.ndarray:
 
 
 def table_features(table: CallTable, heads: int) -> np.ndarray:
-    """(calls, 6): launches, head row blocks, head padded area, head segments, head diagonal row blocks and
-    head tokens (query plus key rows of each slice) of every call of a table."""
+    """(calls, FEATURES): launches, head row blocks, head work (no floor), head segments, head diagonal row
+    blocks, head tokens (query plus key rows of each slice), and the head work short of each floor (FLOORS)
+    of every call of a table."""
     if not len(table):
-        return np.zeros((0, len(NAMES)))
-    nq, padded, diagonal = slice_features(table.slices)
+        return np.zeros((0, len(FEATURES)))
+    nq, base, diagonal, floors = _slice_work(table.slices)
     tokens = slice_tokens(table.slices)
     first = table.start[:-1]
-    rows = np.add.reduceat(nq, first) * heads
-    area = np.add.reduceat(padded, first) * heads
-    segments = np.diff(table.start).astype(float) * heads
-    diagonals = np.add.reduceat(diagonal, first) * heads
-    return np.column_stack([np.ones(len(table)), rows, area, segments, diagonals,
-                            np.add.reduceat(tokens, first) * heads])
+    per_slice = np.column_stack([nq, base, np.ones(len(nq)), diagonal, tokens, floors])
+    summed = np.add.reduceat(per_slice, first, axis=0) * heads
+    return np.column_stack([np.ones(len(table)), summed])
 
 
 def call_shapes(table: CallTable) -> np.ndarray:
@@ -109,17 +126,20 @@ class KernelFit:
     work_range: tuple[float, float]  # smallest and largest head padded area of a fitted row
     residuals: list[dict[str, Any]] = field(default_factory=list)
     diagonal_ms: float = 0.0  # last, with defaults: fit files written before they existed still load
-    # leave-one-out median |error| % over the fitted rows with and without the diagonal term (which was kept)
+    # the form chosen and every candidate's leave-one-out error over the fitted rows (`_choose_form`)
     selection: dict[str, Any] = field(default_factory=dict)
     token_ms: float = 0.0  # cost per head query-plus-key row of a slice (short-segment rows fit it)
     # shortest and longest segment (query rows of a slice) and fewest and most segments of a call in the fitted
     # rows; empty in fit files written before them (then only the work is checked)
     segment_len_range: tuple[float, ...] = ()
     segment_count_range: tuple[float, ...] = ()
+    floor: str = "tile"  # the least work a row block is priced at (FLOORS); fit files before it: "tile"
 
     @property
     def coef(self) -> np.ndarray:
-        return np.array([self.launch_ms, self.row_ms, self.tile_ms, self.segment_ms, self.diagonal_ms, self.token_ms])
+        """Coefficients of the FEATURES columns: the floor's shortfall priced per tile like the work."""
+        return np.array([self.launch_ms, self.row_ms, self.tile_ms, self.segment_ms, self.diagonal_ms, self.token_ms,
+                         *(self.tile_ms if f == self.floor else 0.0 for f in FLOORS)])
 
     def price(self, features: np.ndarray) -> np.ndarray:
         """Milliseconds of each call (features from `table_features`)."""
@@ -172,62 +192,76 @@ def _nonneg_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         active.remove(int(np.argmin(np.where(np.isin(np.arange(len(x)), active), x, np.inf))))
 
 
-def _loo_median_err(x: np.ndarray, t: np.ndarray, w: np.ndarray) -> float:
-    """Median |error| % of each row predicted by the fit on the other rows."""
-    errs = []
-    for i in range(len(t)):
-        keep = np.arange(len(t)) != i
-        root = np.sqrt(w[keep])
-        coef = _nonneg_lstsq(x[keep] / t[keep, None] * root[:, None], root)
-        errs.append(abs(x[i] @ coef - t[i]) / t[i])
-    return 100 * float(np.median(errs))
-
-
-def _select_fit(x: np.ndarray, t: np.ndarray, w: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, float]]:
-    """Coefficients on relative error (rows weighted by `w`, default equal); the diagonal term is kept only
-    where it predicts the kernel's own rows better, each left out of its fit in turn (a tie keeps the
-    simpler model). The rule sees only the fitted rows, never a row the simulator is validated on."""
-    w = np.ones(len(t)) if w is None else w
-    plain = x.copy()
-    plain[:, NAMES.index("diagonal_ms")] = 0.0
-    with_diagonal, without = _loo_median_err(x, t, w), _loo_median_err(plain, t, w)
-    chosen = x if with_diagonal < without else plain
-    root = np.sqrt(w)
-    return _nonneg_lstsq(chosen / t[:, None] * root[:, None], root), {
-        "loo_median_err_pct_with_diagonal": with_diagonal, "loo_median_err_pct_without": without}
-
-
+# Candidate model forms, simplest first: (floor of a row block's work, how the short-segment rows enter,
+# diagonal term kept). The form is chosen per kernel and direction by its error on held-out one-GPU rows
+# (`_choose_form`); no CP row and no published figure is seen by the choice or by the fit.
+FORMS = tuple((floor, how, diagonal) for floor in FLOORS for diagonal in (False, True)
+              for how in ("dense + short terms", "joint"))
 # the terms the short-segment rows fit on top of the dense sweep's coefficients (per slice and per row it loads)
 SHORT_TERMS = ("segment_ms", "token_ms")
 
 
-def _short_terms(x: np.ndarray, t: np.ndarray, coef: np.ndarray) -> np.ndarray:
-    """What the short-segment rows add to the dense sweep's fit: the residual of each row (relative) fitted,
-    non-negative, on the per-segment and per-token terms only; the launch, row, tile and diagonal
-    coefficients stay the dense sweep's, so the long calls keep their price."""
+def _design(x: np.ndarray, floor: str, diagonal: bool) -> np.ndarray:
+    """The (rows, NAMES) columns one form fits: the work with the floor's shortfall added (priced per tile),
+    the diagonal column zero without the diagonal term."""
+    d = x[:, :len(NAMES)].copy()
+    d[:, NAMES.index("tile_ms")] += x[:, len(NAMES) + FLOORS.index(floor)]
+    if not diagonal:
+        d[:, NAMES.index("diagonal_ms")] = 0.0
+    return d
+
+
+def _nonneg_rel_fit(x: np.ndarray, t: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Coefficients >= 0 minimising the relative error of each row, rows weighted by `w`."""
+    root = np.sqrt(w)
+    return _nonneg_lstsq(x / t[:, None] * root[:, None], root)
+
+
+def _fit_form(x: np.ndarray, t: np.ndarray, short: np.ndarray, how: str) -> np.ndarray:
+    """Coefficients of one form on its design `x` (`_design`). Without short-segment rows both ways are the
+    dense fit. `joint`: every term fitted on both sets, each set weighing half. `dense + short terms`: the
+    dense rows' fit, then only the per-segment and per-token terms fitted, non-negative, on the short rows'
+    relative residuals (the launch, row, tile and diagonal coefficients stay the dense sweep's, so the long
+    calls keep their price)."""
+    if not short.any() or short.all():
+        return _nonneg_rel_fit(x, t, np.ones(len(t)))
+    if how == "joint":
+        return _nonneg_rel_fit(x, t, np.where(short, 0.5 / short.sum(), 0.5 / (~short).sum()))
+    dense = _nonneg_rel_fit(x[~short], t[~short], np.ones(int((~short).sum())))
     cols = [NAMES.index(n) for n in SHORT_TERMS]
-    resid = t - x @ coef
-    extra = np.zeros(len(NAMES))
-    extra[cols] = _nonneg_lstsq(x[:, cols] / t[:, None], resid / t)
-    return extra
+    resid = t[short] - x[short] @ dense
+    dense[cols] += _nonneg_lstsq(x[short][:, cols] / t[short, None], resid / t[short])
+    return dense
 
 
-def _segment_fit(x: np.ndarray, t: np.ndarray, short: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
-    """Two ways to fit dense-sweep rows together with short-segment rows, the one with the lower median
-    |error| over all of them kept (a rule on the fitted one-GPU rows only): `joint`, every term fitted on
-    both sets, each set weighing half; `dense + short terms`, the dense sweep's fit with the per-segment and
-    per-token terms fitted on the segment rows' residuals (`_short_terms`)."""
-    w = np.where(short, 0.5 / short.sum(), 0.5 / (~short).sum())
-    joint, sel_joint = _select_fit(x, t, w)
-    dense, sel_dense = _select_fit(x[~short], t[~short])
-    stacked = dense + _short_terms(x[short], t[short], dense)
-    errs = {name: float(np.median(np.abs(x @ c - t) / t)) * 100
-            for name, c in (("joint", joint), ("dense + short terms", stacked))}
-    chosen = min(errs, key=lambda k: errs[k])
-    selection: dict[str, Any] = dict(sel_joint if chosen == "joint" else sel_dense)
-    selection.update({f"median_err_pct_{k.replace(' ', '_').replace('+', 'and')}": v for k, v in errs.items()})
-    selection["segment_model"] = chosen
-    return (joint if chosen == "joint" else stacked), selection
+def _heldout_score(x: np.ndarray, t: np.ndarray, short: np.ndarray, how: str) -> dict[str, float]:
+    """Each row predicted by the form fitted on the other rows (leave one out): the median |error| % over the
+    dense rows and over the short-segment rows, and their mean (each set weighing half), the `score`."""
+    errs = np.empty(len(t))
+    for i in range(len(t)):
+        keep = np.arange(len(t)) != i
+        errs[i] = abs(x[i] @ _fit_form(x[keep], t[keep], short[keep], how) - t[i]) / t[i]
+    parts = {name: 100 * float(np.median(errs[sel])) for name, sel in (("dense", ~short), ("short", short))
+             if sel.any()}
+    return {**parts, "score": float(np.mean(list(parts.values())))}
+
+
+def _choose_form(x: np.ndarray, t: np.ndarray, short: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+    """The form (`FORMS`) with the lowest held-out score on the kernel's own one-GPU rows (`x`: FEATURES
+    columns), fitted on all of them; a tie keeps the simpler (earlier) form. Without short-segment rows the
+    two ways they enter are one. Returns the NAMES coefficients and the selection (with `floor`)."""
+    both = bool(short.any() and (~short).any())
+    forms = FORMS if both else tuple(f for f in FORMS if f[1] == FORMS[0][1])
+    scores = {f: _heldout_score(_design(x, f[0], f[2]), t, short, f[1]) for f in forms}
+    floor, how, diagonal = min(forms, key=lambda f: scores[f]["score"])  # min keeps the first of equal scores
+    selection: dict[str, Any] = {
+        "rule": "lowest leave-one-out median |error| over the one-GPU rows (dense and short-segment rows "
+                "weighing half each); a tie keeps the simpler form",
+        "floor": floor, "segment_model": how if short.any() else None, "diagonal": diagonal,
+        "heldout_err_pct": scores[(floor, how, diagonal)],
+        "candidates": [{"floor": f, "segment_model": h if short.any() else None, "diagonal": d, **scores[(f, h, d)]}
+                       for f, h, d in forms]}
+    return _fit_form(_design(x, floor, diagonal), t, short, how), selection
 
 
 def _shape_ranges(items: list, short: np.ndarray) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -292,10 +326,8 @@ def fit_rows(rows: Iterable[dict[str, Any]], registry=None,
         x = np.array([f for f, _, _ in items])
         t = np.array([ms for _, ms, _ in items])
         short = np.array([str(r.get("mask", "")).startswith("segments:") for _, _, r in items])
-        coef, selection = _select_fit(x, t)
-        if short.any() and (~short).sum() >= 4:
-            coef, selection = _segment_fit(x, t, short)
-        pred = x @ coef
+        coef, selection = _choose_form(x, t, short)
+        pred = _design(x, selection["floor"], True) @ coef
         err = 100 * (pred - t) / t
         residuals = [{"mask": r["mask"], "seqlen": r["seqlen"], "measured_ms": ms, "model_ms": float(p),
                       "err_pct": float(e)} for (_, ms, r), p, e in zip(items, pred, err, strict=True)]
@@ -303,7 +335,7 @@ def fit_rows(rows: Iterable[dict[str, Any]], registry=None,
         fits.setdefault(kernel, {})[direction] = KernelFit(
             kernel, direction, launch_ms, row_ms, tile_ms, segment_ms, len(items), float(np.median(np.abs(err))),
             float(np.max(np.abs(err))), (float(x[:, 2].min()), float(x[:, 2].max())), residuals, diagonal_ms,
-            selection, token_ms, *_shape_ranges(items, short))
+            selection, token_ms, *_shape_ranges(items, short), floor=selection["floor"])
     return fits
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from longca.masks import slices as sl
-from longca_sim.costmodel import NAMES, _select_fit, load_fits, slice_features
+from longca_sim.costmodel import FEATURES, NAMES, _choose_form, load_fits, slice_features
 
 
 def test_diagonal_row_blocks_count_only_slices_that_cross_a_diagonal():
@@ -27,13 +27,40 @@ def _rows(diagonal_ms: float, n: int = 30) -> tuple[np.ndarray, np.ndarray]:
     return x, t
 
 
+def _pad(x: np.ndarray) -> np.ndarray:
+    return np.column_stack([x, np.zeros((len(x), len(FEATURES) - x.shape[1]))])
+
+
 def test_the_diagonal_term_is_kept_only_where_it_predicts_left_out_rows_better():
-    kept, chosen = _select_fit(*_rows(diagonal_ms=4e-5))
-    assert kept[NAMES.index("diagonal_ms")] > 0
-    assert chosen["loo_median_err_pct_with_diagonal"] < chosen["loo_median_err_pct_without"]
-    dropped, chosen = _select_fit(*_rows(diagonal_ms=0.0))
-    assert dropped[NAMES.index("diagonal_ms")] == 0.0
-    assert chosen["loo_median_err_pct_with_diagonal"] >= chosen["loo_median_err_pct_without"]
+    x, t = _rows(diagonal_ms=4e-5)
+    x = _pad(x)  # no token term, no shortfall below any floor
+    kept, chosen = _choose_form(x, t, np.zeros(len(t), bool))
+    assert kept[NAMES.index("diagonal_ms")] > 0 and chosen["diagonal"]
+    x, t = _rows(diagonal_ms=0.0)
+    x = _pad(x)
+    dropped, chosen = _choose_form(x, t, np.zeros(len(t), bool))
+    assert dropped[NAMES.index("diagonal_ms")] == 0.0 and not chosen["diagonal"]
+    tile = [c for c in chosen["candidates"] if c["floor"] == "tile"]
+    with_d, without = (c["score"] for c in sorted(tile, key=lambda c: c["diagonal"], reverse=True))
+    assert with_d >= without
+
+
+def test_the_form_is_the_one_with_the_lowest_held_out_error_on_one_gpu_rows():
+    """Short-segment rows whose per-call floor differs from the dense rows' (as measured) are fitted jointly;
+    rows that only add per-segment cost keep the dense coefficients; either way the chosen form's held-out
+    score is the lowest of the candidates (the rule sees nothing but the rows it is given)."""
+    rng = np.random.default_rng(1)
+    x, t = _rows(diagonal_ms=0.0, n=40)
+    x = _pad(np.column_stack([x, rng.uniform(1e3, 1e5, 40)]))
+    short = np.arange(40) >= 20
+    x[short, 2] /= 1e3  # short calls: little area
+    coef = np.array([0.02, 4e-5, 1.4e-9, 1e-4, 0.0, 0.0])
+    for extra, expected in ((np.array([0, 0, 0, 2e-3, 0, 1e-6]), "dense + short terms"),
+                            (np.array([0.2, 0, 0, 0, 0, 0]), "joint")):
+        t = (x[:, :6] @ coef + short * (x[:, :6] @ extra)) * rng.uniform(0.99, 1.01, 40)
+        _, chosen = _choose_form(x, t, short)
+        assert chosen["segment_model"] == expected and chosen["floor"] == "tile"  # no shortfall: the simplest
+        assert chosen["heldout_err_pct"]["score"] == min(c["score"] for c in chosen["candidates"])
 
 
 def test_a_fit_file_without_the_diagonal_term_still_loads(tmp_path):
@@ -41,12 +68,13 @@ def test_a_fit_file_without_the_diagonal_term_still_loads(tmp_path):
     doc = json.loads(json.dumps({"kernels": {k: {d: f.__dict__ for d, f in by.items()} for k, by in fits.items()}}))
     for by in doc["kernels"].values():
         for f in by.values():
-            f.pop("diagonal_ms"), f.pop("selection")
+            f.pop("diagonal_ms"), f.pop("selection"), f.pop("floor")
     path = tmp_path / "old.json"
     path.write_text(json.dumps(doc))
     old, _ = load_fits(path)
     assert old["fa2"]["fwd"].diagonal_ms == 0.0
-    assert old["fa2"]["fwd"].price(np.ones((1, len(NAMES)))).shape == (1,)
+    assert old["fa2"]["fwd"].price(np.ones((1, len(FEATURES)))).shape == (1,)
+    assert old["fa2"]["fwd"].floor == "tile"  # a fit file from before the floors prices as it did
     assert fits["fa2"]["fwd"].diagonal_ms == pytest.approx(fits["fa2"]["fwd"].coef[NAMES.index("diagonal_ms")])
 
 
@@ -78,3 +106,17 @@ def test_b200_preset_and_declared_speed_name_their_sources():
     assert fast.tile_ms == pytest.approx(fit.tile_ms / DECLARED_SPEEDS["b200"]["bwd"])
     assert (fast.launch_ms, fast.segment_ms) == (fit.launch_ms, fit.segment_ms)  # the per-call floor as measured
     assert "PR #2280" in DECLARED_SPEEDS["b200"]["source"]
+
+
+def test_a_row_floor_prices_a_short_row_block_by_its_rows_and_leaves_long_ones_alone():
+    """Floor "rows 4": a row block of 128 valid rows costs at least 4 tiles of work, one of 8 rows a quarter
+    tile; a long causal slice is above the floor; "tile" is the whole-tile floor of `slice_features`."""
+    from longca_sim.costmodel import FLOORS, _slice_work
+
+    slices = np.array([[0, 128, 0, 128, sl.CAUSAL], [128, 136, 128, 136, sl.FULL], [136, 2184, 136, 2184, sl.CAUSAL]])
+    nq, base, _, floors = _slice_work(slices)
+    rows4 = floors[:, FLOORS.index("rows 4")]
+    assert base[0] + rows4[0] == 4 * 128 * 128
+    assert base[1] + rows4[1] == 4 * 8 * 128
+    assert rows4[2] == 0.0
+    assert (base + floors[:, 0]).tolist() == slice_features(slices)[1].tolist()
