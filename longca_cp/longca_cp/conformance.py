@@ -7,7 +7,8 @@ Cases: `registered`, `spec`, then `world-W` per world size: one process group of
 every claimed static mask (fwd and bwd through the `reference` inner kernel, or `inner=` for a strategy
 that names its own kernels in `inner_kernels`, documents ragged),
 and checks that `undispatch(dispatch(x))` gives `x` back. A mask refused by `supports()` with a
-reason is listed, not failed, unless every mask is refused. Strategies not installed yet can be
+reason is listed, not failed, unless every mask is refused; one refused only for its backward (a
+kernel with no backward on CPU) is checked forward: out and the round trip. Strategies not installed yet can be
 checked from their module: `plugin_modules=("my_package.cp_hooks",)`.
 """
 from __future__ import annotations
@@ -94,19 +95,26 @@ def rank_checks(device: str, name: str, problems: list[dict], plugin_modules: tu
         try:
             options = resolve(problem, {}, registry)
             reason = unsupported(problem, options, registry)
-            if reason:
-                found.append({"mask": problem.mask, "refused": reason})
-                continue
+            forward_only = None
+            if reason:  # a strategy (or its kernel) without a backward here is still checked forward
+                fwd = problem.with_(direction="fwd")
+                fwd_options = resolve(fwd, {}, registry)
+                if unsupported(fwd, fwd_options, registry) is not None:
+                    found.append({"mask": problem.mask, "refused": reason})
+                    continue
+                problem, options, forward_only = fwd, fwd_options, reason
             mask = build_mask(problem, 0, registry)
             plan = spec.prepare(problem, mask, inner_kernel(problem, registry), dist.group.WORLD, options)
             q, k, v = make_inputs(problem)
-            both = outputs(spec, plan, problem, mask, q, k, v, seeded_dout(problem))
+            both = outputs(spec, plan, problem, mask, q, k, v, None if forward_only else seeded_dout(problem))
             x = torch.randn(q.shape, generator=torch.Generator().manual_seed(5))
             back = spec.undispatch(spec.dispatch(x, plan), plan)
             if both is None:
                 continue
             got, want = both
             item: dict[str, Any] = {"mask": problem.mask, "errors": {n: rel_err(got[n], want[n]) for n in got}}
+            if forward_only:
+                item["forward_only"] = forward_only
             if tuple(back.shape) != tuple(x.shape) or not torch.equal(back, x):
                 item["roundtrip"] = (f"undispatch(dispatch(x)) != x (shape {tuple(back.shape)}, "
                                      f"expected {tuple(x.shape)})")

@@ -15,7 +15,7 @@ from typing import Any
 
 from longca import plugin
 
-RECOMPILE_LIMIT = 256  # every mask_mod and shape is a new compiled flex graph
+RECOMPILE_LIMIT = 256  # every mask_mod and shape is a new compiled graph (flex on CUDA, create_block_mask)
 
 
 def torch_cp():
@@ -49,10 +49,18 @@ def _flex_fn(device_type: str):
 
     if device_type != "cuda":
         return flex_attention  # torch runs flex eagerly on CPU (forward only)
-    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit"):
+    return torch.compile(flex_attention, dynamic=False)
+
+
+def _raise_recompile_limits() -> None:
+    """torch compiles `create_block_mask` (fullgraph) for every CP BlockMask: with dynamo's default limit
+    of 8, the ninth mask_mod in one process fails (FailOnRecompileLimitHit, seen on CPU, torch 2.13)."""
+    import torch
+
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit",
+                 "accumulated_cache_size_limit"):
         if hasattr(torch._dynamo.config, name):
             setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), RECOMPILE_LIMIT))
-    return torch.compile(flex_attention, dynamic=False)
 
 
 def _modules(kind: str, device_type: str):
@@ -95,6 +103,7 @@ def prepare(problem, mask, inner, group, options):
     if kind == "sdpa":
         cp._enable_context_parallel_dispatcher()  # DTensor's SDPA ops -> torch's ring attention
     else:
+        _raise_recompile_limits()
         mask_mod = plugin.natural_mask_mod(mask, device_type)
         plan.block_mask = cp._attention._create_cp_block_mask(mask_mod, 1, 1, seqlen, seqlen, mesh, balancer)
     return plan
