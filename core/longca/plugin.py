@@ -100,6 +100,7 @@ _LAZY = {
     "hybrid_strategy": ("longca_cp.strategy", "hybrid_strategy"),
     "GatherSchedule": ("longca_cp.schedule", "GatherSchedule"),
     "InnerKernel": ("longca_cp.inner", "InnerKernel"),
+    "inner_unsupported": ("longca_cp.inner", "inner_unsupported"),
     "CPPlan": ("longca_cp.plan", "CPPlan"),
     "dispatch": ("longca_cp.plan", "dispatch"),
     "undispatch": ("longca_cp.plan", "undispatch"),

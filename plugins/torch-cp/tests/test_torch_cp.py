@@ -62,10 +62,9 @@ def test_exact_refusals():
 
 
 def test_other_inner_kernels_are_refused_by_the_runtime():
-    from longca_cp.measure import unsupported  # the CP runtime's check, as dist-run and sweeps call it
-
-    reason = unsupported(_problem(kernel="reference"), {"load_balance": "head-tail", "rotate": "allgather"})
-    assert reason == ("strategy torch-cp computes with its own library's attention: its inner kernel is "
+    assert plugin.inner_unsupported(_problem(kernel="flex", direction="fwd")) is None
+    assert plugin.inner_unsupported(_problem(kernel="sdpa", device="cpu")) is None  # the strategy refuses it
+    assert plugin.inner_unsupported(_problem(kernel="reference")) == ("strategy torch-cp computes with its own library's attention: its inner kernel is "
                       "sdpa or flex, not reference")
 
 
