@@ -64,8 +64,8 @@ def test_exact_refusals():
 def test_other_inner_kernels_are_refused_by_the_runtime():
     assert plugin.inner_unsupported(_problem(kernel="flex", direction="fwd")) is None
     assert plugin.inner_unsupported(_problem(kernel="sdpa", device="cpu")) is None  # the strategy refuses it
-    assert plugin.inner_unsupported(_problem(kernel="reference")) == ("strategy torch-cp computes with its own library's attention: its inner kernel is "
-                      "sdpa or flex, not reference")
+    assert plugin.inner_unsupported(_problem(kernel="reference")) == (
+        "strategy torch-cp computes with its own library's attention: its inner kernel is sdpa or flex, not reference")
 
 
 @pytest.mark.parametrize("world", [1, 2, 3, 4, 8])
