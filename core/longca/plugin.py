@@ -107,6 +107,7 @@ _LAZY = {
     "Layout": ("longca_cp.layout", "Layout"),
     "contiguous_layout": ("longca_cp.layout", "contiguous"),
     "zigzag_layout": ("longca_cp.layout", "zigzag"),
+    "document_bounds": ("longca_cp.layout", "document_bounds"),
     "Call": ("longca_cp.calls", "Call"),
     "pair_calls": ("longca_cp.calls", "pair_calls"),
     "forward_calls": ("longca_cp.attend", "forward_calls"),
