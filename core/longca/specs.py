@@ -202,6 +202,9 @@ class CPStrategySpec:
     and what the accounting and `longca simulate` read.
     `variants(world, heads_q, gpus_per_node) -> [options, ...]` (optional) lists the option sets a
     simulator or `longca recommend` should try for a cluster; None: the defaults only (`[{}]`).
+    `inner_kernels` (optional): for a strategy that computes with its own library's attention (torch's
+    context_parallel), the kernel names it accepts as `--inner`, naming what it runs; those need no
+    forward_lse/backward_lse and any other is refused. None: any kernel with those primitives.
     """
 
     name: str
@@ -216,6 +219,7 @@ class CPStrategySpec:
     options: dict[str, str] = field(default_factory=dict)
     schedule: ScheduleFn | None = None
     variants: VariantsFn | None = None
+    inner_kernels: tuple[str, ...] | None = None
 
     def option_variants(self, world: int, heads_q: int, gpus_per_node: int) -> list[dict[str, Any]]:
         """The option sets to try: `variants(...)`, or the defaults only."""

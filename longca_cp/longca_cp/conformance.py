@@ -4,9 +4,11 @@ claims, output and gradients against the single-device reference, dispatch/undis
     test_strategy = plugin.strategy_conformance_tests("allgather_demo")
 
 Cases: `registered`, `spec`, then `world-W` per world size: one process group of W ranks runs
-every claimed static mask (fwd and bwd through the `reference` inner kernel, documents ragged),
+every claimed static mask (fwd and bwd through the `reference` inner kernel, or `inner=` for a strategy
+that names its own kernels in `inner_kernels`, documents ragged),
 and checks that `undispatch(dispatch(x))` gives `x` back. A mask refused by `supports()` with a
-reason is listed, not failed, unless every mask is refused. Strategies not installed yet can be
+reason is listed, not failed, unless every mask is refused; one refused only for its backward (a
+kernel with no backward on CPU) is checked forward: out and the round trip. Strategies not installed yet can be
 checked from their module: `plugin_modules=("my_package.cp_hooks",)`.
 """
 from __future__ import annotations
@@ -93,19 +95,26 @@ def rank_checks(device: str, name: str, problems: list[dict], plugin_modules: tu
         try:
             options = resolve(problem, {}, registry)
             reason = unsupported(problem, options, registry)
-            if reason:
-                found.append({"mask": problem.mask, "refused": reason})
-                continue
+            forward_only = None
+            if reason:  # a strategy (or its kernel) without a backward here is still checked forward
+                fwd = problem.with_(direction="fwd")
+                fwd_options = resolve(fwd, {}, registry)
+                if unsupported(fwd, fwd_options, registry) is not None:
+                    found.append({"mask": problem.mask, "refused": reason})
+                    continue
+                problem, options, forward_only = fwd, fwd_options, reason
             mask = build_mask(problem, 0, registry)
             plan = spec.prepare(problem, mask, inner_kernel(problem, registry), dist.group.WORLD, options)
             q, k, v = make_inputs(problem)
-            both = outputs(spec, plan, problem, mask, q, k, v, seeded_dout(problem))
+            both = outputs(spec, plan, problem, mask, q, k, v, None if forward_only else seeded_dout(problem))
             x = torch.randn(q.shape, generator=torch.Generator().manual_seed(5))
             back = spec.undispatch(spec.dispatch(x, plan), plan)
             if both is None:
                 continue
             got, want = both
             item: dict[str, Any] = {"mask": problem.mask, "errors": {n: rel_err(got[n], want[n]) for n in got}}
+            if forward_only:
+                item["forward_only"] = forward_only
             if tuple(back.shape) != tuple(x.shape) or not torch.equal(back, x):
                 item["roundtrip"] = (f"undispatch(dispatch(x)) != x (shape {tuple(back.shape)}, "
                                      f"expected {tuple(x.shape)})")
@@ -132,7 +141,7 @@ def register_modules(registry: Registry, modules: tuple[str, ...]) -> None:
         _register(registry, registry.pm, info, import_module(module))
 
 
-def _problems(spec: CPStrategySpec, registry: Registry) -> list[dict]:
+def _problems(spec: CPStrategySpec, registry: Registry, inner: str = "reference") -> list[dict]:
     from longca.problem import Problem
 
     out = []
@@ -140,7 +149,7 @@ def _problems(spec: CPStrategySpec, registry: Registry) -> list[dict]:
         m = registry.mask(mask).seqlen_multiple
         seqlen = -(-SEQLEN // m) * m
         params = {"window": 40} if "window" in registry.mask(mask).params else {}
-        problem = Problem(kernel="reference", strategy=spec.name, mask=mask, seqlen=seqlen, heads_q=HEADS[0],
+        problem = Problem(kernel=inner, strategy=spec.name, mask=mask, seqlen=seqlen, heads_q=HEADS[0],
                           heads_kv=HEADS[1], head_dim=HEAD_DIM, dtype="float32", direction="fwdbwd",
                           sampler="uniform", sampler_params={"min_len": 1, "max_len": seqlen // 3}, seed=1,
                           mask_params=params)
@@ -166,12 +175,13 @@ def check_spec(name: str, registry: Registry) -> list[dict]:
     return []
 
 
-def check_world(name: str, world: int, registry: Registry, plugin_modules: tuple[str, ...]) -> list[dict]:
+def check_world(name: str, world: int, registry: Registry, plugin_modules: tuple[str, ...],
+                inner: str = "reference") -> list[dict]:
     """Every claimed mask at `world` gloo ranks: out, dq, dk, dv vs the reference; the round trip."""
     from .launch import spawn
 
     spec = registered_spec(registry, "strategies", name)
-    problems = _problems(spec, registry)
+    problems = _problems(spec, registry, inner)
     try:
         found = spawn(rank_checks, world, "gloo", "cpu", (name, problems, tuple(plugin_modules), tuple(sys.path)),
                       TIMEOUT_S)[0]
@@ -202,16 +212,16 @@ def check_world(name: str, world: int, registry: Registry, plugin_modules: tuple
 
 def strategy_conformance_cases(name: str, registry: Registry | None = None,
                                world_sizes: tuple[int, ...] = WORLD_SIZES,
-                               plugin_modules: tuple[str, ...] = ()) -> list[Case]:
+                               plugin_modules: tuple[str, ...] = (), inner: str = "reference") -> list[Case]:
     registry = registry or get_registry()
     register_modules(registry, plugin_modules)
-    worlds = [(f"world-{w}", lambda n, r, w=w: check_world(n, w, r, plugin_modules)) for w in world_sizes]
+    worlds = [(f"world-{w}", lambda n, r, w=w: check_world(n, w, r, plugin_modules, inner)) for w in world_sizes]
     return kind_cases("strategies", name, registry, [("spec", check_spec), *worlds])
 
 
 def check_strategy(name: str, registry: Registry | None = None, world_sizes: tuple[int, ...] = WORLD_SIZES,
-                   plugin_modules: tuple[str, ...] = ()) -> Report:
+                   plugin_modules: tuple[str, ...] = (), inner: str = "reference") -> Report:
     """The strategy suite as a Report (never raises for failures)."""
     registry = registry or get_registry()
-    cases = strategy_conformance_cases(name, registry, world_sizes, plugin_modules)
+    cases = strategy_conformance_cases(name, registry, world_sizes, plugin_modules, inner)
     return run_cases(cases, registry, Report(name, kind="CP strategy"))

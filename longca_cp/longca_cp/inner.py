@@ -21,16 +21,34 @@ class InnerKernel:
     backend: str = ""
 
 
+def _own_kernels(problem: Problem, registry: Registry) -> tuple[str, ...] | None:
+    """The inner kernels a strategy that computes with its own library accepts (None: any with primitives)."""
+    if not problem.strategy or problem.strategy not in registry.entries["strategies"]:
+        return None
+    return registry.strategy(problem.strategy).inner_kernels
+
+
 def inner_unsupported(problem: Problem, registry: Registry | None = None) -> str | None:
     """Why `problem.kernel` cannot be the inner kernel of a strategy for this problem, or None."""
     from longca.measure import unsupported_reason
 
-    spec = (registry or get_registry()).kernel(problem.kernel)
-    if spec.forward_lse is None or spec.backward_lse is None:
+    registry = registry or get_registry()
+    spec = registry.kernel(problem.kernel)
+    own = _own_kernels(problem, registry)
+    if own is not None and spec.name not in own:
+        return (f"strategy {problem.strategy} computes with its own library's attention: its inner kernel is "
+                f"{' or '.join(own)}, not {spec.name}")
+    if own is None and (spec.forward_lse is None or spec.backward_lse is None):
         return (f"kernel {spec.name!r} has no forward_lse/backward_lse primitives, so it cannot be the inner "
                 f"kernel of a context-parallel strategy")
     reason = unsupported_reason(spec, problem.with_(strategy=None, world_size=1), registry)
     return f"inner kernel {spec.name}: {reason}" if reason else None
+
+
+def _not_a_primitive(name: str):
+    def call(*args, **kwargs):
+        raise UnsupportedError(f"kernel {name!r} has no forward_lse/backward_lse: the strategy calls it itself")
+    return call
 
 
 def inner_kernel(problem: Problem, registry: Registry | None = None) -> InnerKernel:
@@ -44,5 +62,6 @@ def inner_kernel(problem: Problem, registry: Registry | None = None) -> InnerKer
         backend = spec.backend() or spec.name
     except Exception:  # noqa: BLE001 - a backend label must not stop a run
         backend = spec.name
-    assert spec.forward_lse is not None and spec.backward_lse is not None  # inner_unsupported checked both
-    return InnerKernel(spec.name, spec.forward_lse, spec.backward_lse, 1.0 / math.sqrt(problem.head_dim), backend)
+    forward = spec.forward_lse or _not_a_primitive(spec.name)  # absent only where the strategy names the kernel
+    backward = spec.backward_lse or _not_a_primitive(spec.name)
+    return InnerKernel(spec.name, forward, backward, 1.0 / math.sqrt(problem.head_dim), backend)

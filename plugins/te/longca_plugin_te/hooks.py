@@ -1,0 +1,86 @@
+"""TransformerEngine: `DotProductAttention` as a kernel (`te`) and its context parallelism as a CP
+strategy (`te-cp`, inner kernel `te`: TE computes with its own fused / flash backends).
+
+Everything that needs no TE (mask forms, options, refusals, TE's token layouts) is checked on CPU;
+the calls into TE (runtime.py) were never run in this project: TE is not installed here.
+"""
+from __future__ import annotations
+
+from longca import plugin
+
+from .masks import TE_MASKS, te_form
+from .options import OPTIONS, refusal, resolve
+
+
+def available() -> str | None:
+    try:
+        import transformer_engine.pytorch  # noqa: F401
+    except ImportError as exc:
+        return (f"transformer_engine is not installed ({exc.msg}); on a CUDA box: pip install --no-build-isolation "
+                "'transformer_engine[pytorch]' (see the longca-plugin-te README)")
+    return None
+
+
+def supports(problem) -> str | None:
+    form = te_form(problem.mask)
+    if form is None:
+        return f"mask {problem.mask}: TransformerEngine has no attn_mask_type / window / thd form for it"
+    if form[0] == "thd" and problem.batch != 1:
+        return f"batch {problem.batch}: documents go to TE packed (thd), one sequence"
+    return None
+
+
+def _prepare(problem, mask, q, k, v):
+    from .runtime import prepare
+
+    return prepare(problem, mask, q, k, v)
+
+
+def _run(prepared, q, k, v):
+    from .runtime import run
+
+    return run(prepared, q, k, v)
+
+
+def cp_supports(problem, options) -> str | None:
+    reason = refusal(problem, options)
+    if reason is None and (te_form(problem.mask) or ("",))[0] == "thd":
+        return ("te-cp: document masks need TE's thd format, with every document padded to a multiple of 2W; "
+                "longca's tensors are unpadded and the padded dispatch (layout.thd_rank_tokens) is not wired yet")
+    if reason is None and available():
+        return f"unavailable: {available()}"
+    return reason
+
+
+def _cp_prepare(problem, mask, inner, group, options):
+    from .runtime import cp_prepare
+
+    return cp_prepare(problem, mask, inner, group, options)
+
+
+def _cp_attention(q, k, v, plan):
+    from .runtime import cp_attention
+
+    return cp_attention(q, k, v, plan)
+
+
+@plugin.hookimpl
+def longca_kernels():
+    return [plugin.KernelSpec(
+        name="te", family="dense",
+        description="TransformerEngine DotProductAttention (its own fused/flash backend choice): bshd with "
+                    "attn_mask_type and window_size, thd with cu_seqlens for documents",
+        masks=tuple(TE_MASKS), prepare=_prepare, run=_run, dtypes=("bfloat16", "float16"), devices=("cuda",),
+        min_compute_capability=(8, 0), available=available, supports=supports,
+        backend=lambda: "transformer_engine.pytorch.DotProductAttention", memory=plugin.linear_memory)]
+
+
+@plugin.hookimpl
+def longca_cp_strategies():
+    return [plugin.CPStrategySpec(
+        name="te-cp",
+        description="TransformerEngine's context parallelism (cp_comm_type p2p, a2a, a2a+p2p, all_gather) "
+                    "on DualChunkSwap (zigzag) shards",
+        masks=tuple(TE_MASKS), prepare=_cp_prepare, dispatch=plugin.dispatch, attention=_cp_attention,
+        undispatch=plugin.undispatch, supports=cp_supports, resolve_options=resolve, options=dict(OPTIONS),
+        inner_kernels=("te",))]

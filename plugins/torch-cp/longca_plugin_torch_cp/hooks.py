@@ -1,0 +1,69 @@
+"""PyTorch's own context parallel (`torch.distributed.tensor.experimental`) as a longca CP strategy.
+
+`--inner sdpa`: torch's ring attention over the CUDA SDPA kernels (full and causal masks; K/V rotated
+by all-gather or all-to-all; head-tail load balancing for causal). `--inner flex`: torch's
+FlexAttention CP (K/V all-gathered, dK/dV reduce-scattered, a CP BlockMask from each mask's mask_mod:
+every static mask). Refusals (CPU SDPA, lengths, options) are exact and come before any rank starts.
+"""
+from __future__ import annotations
+
+from longca import plugin
+
+from .options import INNER, OPTIONS, refusal, resolve
+
+
+def available() -> str | None:
+    """None when this torch has the context-parallel pieces the strategy calls, else why not."""
+    import torch
+
+    try:
+        from . import runtime
+
+        cp = runtime.torch_cp()
+        for name in ("_ContextParallel", "_context_parallel_shard", "context_parallel_unshard",
+                     "_HeadTailLoadBalancer", "_enable_context_parallel_dispatcher", "set_rotate_method"):
+            getattr(cp, name)
+        cp._attention._create_cp_block_mask  # noqa: B018 - present, or AttributeError below
+    except (ImportError, AttributeError) as exc:
+        return f"torch {torch.__version__} lacks torch.distributed.tensor.experimental._context_parallel ({exc})"
+    return None
+
+
+def supports(problem, options) -> str | None:
+    reason = available()
+    return f"unavailable: {reason}" if reason else refusal(problem, options)
+
+
+def _prepare(problem, mask, inner, group, options):
+    from .runtime import prepare
+
+    return prepare(problem, mask, inner, group, options)
+
+
+def _dispatch(x, plan):
+    from .runtime import dispatch
+
+    return dispatch(x, plan)
+
+
+def _attention(q, k, v, plan):
+    from .runtime import attention
+
+    return attention(q, k, v, plan)
+
+
+def _undispatch(local, plan):
+    from .runtime import undispatch
+
+    return undispatch(local, plan)
+
+
+@plugin.hookimpl
+def longca_cp_strategies():
+    return [plugin.CPStrategySpec(
+        name="torch-cp",
+        description="PyTorch's context_parallel: ring attention over SDPA (--inner sdpa) or all-gather "
+                    "FlexAttention CP (--inner flex), torch's head-tail load balancing",
+        masks=(plugin.ANY_STATIC,),
+        prepare=_prepare, dispatch=_dispatch, attention=_attention, undispatch=_undispatch,
+        supports=supports, resolve_options=resolve, options=dict(OPTIONS), inner_kernels=INNER)]
