@@ -116,10 +116,11 @@ def _head_dims(spec: KernelSpec, settings: Settings) -> list[int]:
     """`settings.head_dim`, else the declared head dims in preference order."""
     if settings.head_dim:
         return [settings.head_dim]
-    if spec.head_dims is None:
+    pairs = spec.head_dim_pairs()
+    if pairs is None:
         return list(HEAD_DIM_PREFERENCE)
-    return ([d for d in HEAD_DIM_PREFERENCE if d in spec.head_dims]
-            + [d for d in spec.head_dims if d not in HEAD_DIM_PREFERENCE])
+    same = [d for d, dv in pairs if d == dv]  # the suite's problems have V's head dim equal to Q/K's
+    return [d for d in HEAD_DIM_PREFERENCE if d in same] + [d for d in same if d not in HEAD_DIM_PREFERENCE]
 
 
 def _accepted(spec: KernelSpec, problem: Problem) -> bool:
@@ -369,9 +370,16 @@ def check_spec(name: str, registry: Registry) -> list[dict]:
         problems.append(f"dtypes {spec.dtypes!r} must be a non-empty subset of {DTYPES}")
     if not spec.devices or not set(spec.devices) <= set(DEVICES):
         problems.append(f"devices {spec.devices!r} must be a non-empty subset of {DEVICES}")
-    if spec.head_dims is not None and (not spec.head_dims or not all(
-            isinstance(d, int) and d > 0 for d in spec.head_dims)):
-        problems.append(f"head_dims {spec.head_dims!r} must be None (any) or positive integers")
+    def head_dim_ok(d: object) -> bool:
+        if isinstance(d, tuple):
+            return len(d) == 2 and all(head_dim_ok(x) for x in d)
+        return isinstance(d, int) and not isinstance(d, bool) and d > 0
+
+    if spec.head_dims is not None and (not spec.head_dims or not all(head_dim_ok(d) for d in spec.head_dims)):
+        problems.append(f"head_dims {spec.head_dims!r} must be None (any) or positive integers and "
+                        f"(Q/K, V) pairs of them")
+    if not isinstance(spec.deterministic, (bool, str)):
+        problems.append(f"deterministic {spec.deterministic!r} must be true, false or the reason it is not offered")
     cc = spec.min_compute_capability
     if cc is not None and not (len(cc) == 2 and all(isinstance(x, int) for x in cc)):
         problems.append(f"min_compute_capability {cc!r} must be None or (major, minor)")
@@ -424,8 +432,12 @@ def check_refusals(name: str, device: str, registry: Registry, settings: Setting
                   for m in registry.names("masks") if m not in claimed]
         cases += [(base.with_(dtype=d), f"dtype {d}") for d in DTYPES if d not in spec.dtypes]
         if spec.head_dims is not None:
-            other = next(d for d in (8, 16, 24, 40, 48, 72, 80, 160, 192, 512) if d not in spec.head_dims)
+            other = next(d for d in (8, 16, 24, 40, 48, 72, 80, 160, 192, 512) if not spec.takes_head_dims(d))
             cases.append((base.with_(head_dim=other), f"head_dim {other}"))
+            odd = next(p for p in ((128, 24), (64, 40), (256, 8)) if not spec.takes_head_dims(*p))
+            cases.append((base.with_(head_dim=odd[0], head_dim_v=odd[1]), f"head dims {odd[0]}/{odd[1]}"))
+        if spec.deterministic is not True and spec.backward:
+            cases.append((base.with_(direction="bwd", deterministic=True), "deterministic backward"))
         if not spec.gqa:
             cases.append((base.with_(heads_q=4, heads_kv=2), "GQA"))
         if not spec.backward:
