@@ -206,7 +206,13 @@ def head_dims_text(head_dims: HeadDims | None) -> str:
     """`64, 128, 192/128`, or `any`."""
     if head_dims is None:
         return "any"
-    return ", ".join(str(d) if isinstance(d, int) else f"{d[0]}/{d[1]}" for d in head_dims)
+    same = sorted(d for d in head_dims if isinstance(d, int))
+    step = same[1] - same[0] if len(same) > 1 else 0
+    if len(same) >= 4 and same == list(range(same[0], same[-1] + 1, step)) and same[0] == step:
+        parts = [f"multiples of {step} up to {same[-1]}"]  # fa2's 8, 16, ..., 256
+    else:
+        parts = [str(d) for d in head_dims if isinstance(d, int)]
+    return ", ".join(parts + [f"{d[0]}/{d[1]}" for d in head_dims if not isinstance(d, int)])
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from .status import KernelFailure, fail, failure_reason, failure_status, finish,
 from .step import Step, Timed, check_grads, check_tensor, checked_step, make_step, seeded_dout, time_step
 
 __all__ = [
-    "CHECK_MODES", "FULL_CHECK_FLOPS", "SPOT_ROWS", "SPOT_WINDOWS", "TOLERANCE", "tolerance_for", "KernelFailure", "Phases",
+    "CHECK_MODES", "FULL_CHECK_FLOPS", "SPOT_ROWS", "SPOT_WINDOWS", "TOLERANCE", "tolerance_for", "KernelFailure",
+    "Phases",
     "RunOptions", "Sample", "Step", "Timed", "check_device", "check_grads", "check_mode", "check_tensor",
     "checked_step", "fail", "failure_reason", "failure_status", "finish", "fits", "full_check", "is_oom",
     "make_step", "mask_of", "mask_refusal", "n_samples", "rel_err", "run_problem", "seeded_dout", "spot_check",

@@ -135,8 +135,18 @@ def available() -> str | None:
     return None
 
 
+TORCH_DETERMINISTIC = ("the torch path (SDPA's cuDNN backend) takes no deterministic flag; the cuDNN frontend "
+                       "path has one (sdpa_backward use_deterministic_algorithm): install nvidia-cudnn-frontend")
+# the frontend path's graphs take V of Q/K's head dim, multiples of 8 up to frontend.MAX_HEAD_DIM; the torch
+# path multiples of 8 up to 256 (head_dim_reason below)
+FRONTEND_HEAD_DIMS = tuple(range(8, frontend.MAX_HEAD_DIM + 1, 8))
+TORCH_HEAD_DIMS = tuple(range(8, 257, 8))
+
+
 def torch_supports(problem) -> str | None:
     """What the torch path refuses: windows (no band in torch's ops), backward beyond full/causal."""
+    if problem.deterministic:
+        return TORCH_DETERMINISTIC
     if problem.direction != "fwd" and problem.mask not in BACKWARD_MASKS:
         return BACKWARD_REASON
     if problem.mask in WINDOW_MASKS:
@@ -208,6 +218,8 @@ def make_spec(path: str) -> KernelSpec:
         prepare=frontend.prepare if on_frontend else torch_prepare,
         run=frontend.run if on_frontend else torch_run,
         dtypes=("bfloat16", "float16"),
+        head_dims=FRONTEND_HEAD_DIMS if on_frontend else TORCH_HEAD_DIMS,
+        deterministic=True if on_frontend else TORCH_DETERMINISTIC,
         devices=("cuda",),
         min_compute_capability=(9, 0) if on_frontend else (8, 0),
         available=available,
