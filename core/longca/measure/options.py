@@ -8,7 +8,7 @@ from ..timing import TIMING_MODES
 
 # relative Frobenius error allowed against the float32 reference on the (bfloat16) inputs; FP8's are
 # a few times the error that rounding the inputs alone causes, measured by benchmarks/fp8_error.py (docs/fp8.md)
-TOLERANCE = {"bfloat16": 1e-2, "float16": 1e-2, "float32": 1e-3, "float8_e4m3fn": 0.1, "float8_e5m2": 0.2}
+TOLERANCE = {"bfloat16": 1e-2, "float16": 1e-2, "float32": 1e-3, "float8_e4m3fn": 0.15, "float8_e5m2": 0.3}
 CHECK_MODES = ("auto", "spot")
 # reference FLOPs (4 * area * heads_q * head_dim * batch, forward) up to which "auto" checks a case
 # against the whole float32 reference; above it, the forward on SPOT_WINDOWS windows of query rows
