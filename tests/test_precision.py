@@ -55,7 +55,7 @@ def test_fp8_dtypes_and_aliases_have_bfloat16_inputs():
     assert Problem(kernel="reference", dtype="fp8_e5m2", **CPU).dtype == "float8_e5m2"
     with pytest.raises(LongcaError, match="float8_e4m3fn"):
         Problem(kernel="reference", dtype="fp4", **CPU)
-    bf16 = [x for x in make_inputs(p.with_(dtype="bfloat16"))]
+    bf16 = make_inputs(p.with_(dtype="bfloat16"))
     for a, b in zip(make_inputs(p), bf16, strict=True):  # the same seeded tensors as the bfloat16 problem
         assert a.dtype == torch.bfloat16 and torch.equal(a, b)
 
@@ -77,7 +77,8 @@ def test_flops_count_qk_with_d_and_pv_with_dv():
 
 
 def test_reference_with_v_of_another_head_dim_matches_dense_attention():
-    p = Problem(kernel="reference", head_dim_v=16, dtype="float32", direction="bwd", **{**CPU, "mask": "sliding_window"})
+    p = Problem(kernel="reference", head_dim_v=16, dtype="float32", direction="bwd",
+                **{**CPU, "mask": "sliding_window"})
     mask = build_mask(p)
     q, k, v = (x.requires_grad_() for x in make_inputs(p))
     out = reference.attention(q, k, v, mask)
