@@ -15,12 +15,19 @@ The direct calls (nothing here imports longca's kernels or mask_mods):
   `torch.compile(flex_attention)` (flex-fa4: `kernel_options={"BACKEND": "FLASH"}`);
 - sdpa: `F.scaled_dot_product_attention` with `is_causal` (full, causal; other masks need an
   S x S boolean mask, which this script does not time: that path is the same call in the plugin);
-- fa2 (torch's bundled FlashAttention-2): SDPA's flash backend (full, causal),
-  `torch.nn.attention.varlen.varlen_attn` (documents);
+- fa2: with the flash_attn package (what the plugin then runs) `flash_attn_func` /
+  `flash_attn_varlen_func`; else torch's bundled FlashAttention-2: SDPA's flash backend (full,
+  causal), `torch.nn.attention.varlen.varlen_attn` (documents);
 - fa3 / fa4: `flash_attn_func` with `causal` / `window_size`, `flash_attn_varlen_func` (documents);
+  fa3 FP8 (`--dtype fp8`): the same calls on e4m3 copies with `q/k/v_descale` (made untimed, as the
+  plugin's prepare does);
 - cudnn: one nvidia-cudnn-frontend SDPA graph pair (forward with stats, backward) built by hand,
-  causal / sliding windows as the diagonal band (full, causal, both sliding windows).
+  causal / sliding windows as the diagonal band (full, causal, both sliding windows); with
+  `--deterministic` the backward graph asks for `use_deterministic_algorithm`.
 Masks a library has no one-call form for (the heterogeneous ones, except in Flex) are `n/a`.
+`--head-dim-v` gives V (and the output) its own head dim (`--head-dim 192 --head-dim-v 128`);
+`--deterministic` times the backward through each library's deterministic algorithm (plugin and
+direct call alike: `deterministic=True` for flash_attn, FA3 and FA4); forward cases are skipped.
 
     python benchmarks/plugin_vs_direct.py --kernels flex,sdpa,fa2 --seqlens 16k,32k --out results/pvd
 """
@@ -141,24 +148,48 @@ def _first(res):
     return res[0] if isinstance(res, tuple) else res
 
 
-def flash_direct(lib: str, mask, q, k, v) -> Direct:
+def _fp8_copies(q, k, v, dtype: str, rows: int):
+    """Per-tensor scaled e4m3 copies of q, k, v and their descales as FA3 takes them ((rows, heads_kv) each)."""
+    from longca.fp8 import quantize_fp8
+
+    pairs = [quantize_fp8(x, dtype) for x in (q, k, v)]
+    descales = {f"{n}_descale": d.expand(rows, k.shape[2]).contiguous() for n, (_, d) in zip("qkv", pairs, strict=True)}
+    return [x for x, _ in pairs], descales
+
+
+def flash_direct(lib: str, mask, q, k, v, deterministic: bool = False, fp8: str | None = None) -> Direct:
     causal, left, right = _window(mask)  # a one-call mask: direct_refusal turned the others away
     if lib == "fa3":
         from flash_attn_interface import flash_attn_func, flash_attn_varlen_func
         window = (left, right) if not causal else (-1, -1)
+    elif lib == "fa2":
+        from flash_attn import flash_attn_func, flash_attn_varlen_func
+        window = (left, right) if not causal else (-1, -1)
     else:
         from flash_attn.cute import flash_attn_func, flash_attn_varlen_func
         window = (None if left < 0 else left, None if right < 0 else right) if not causal else (None, None)
-    if "doc_lens" not in mask.params:
-        return lambda q, k, v: _first(flash_attn_func(q, k, v, causal=causal, window_size=window))
-    cu, longest = _cu_seqlens(mask, q.device)
+    extra: dict[str, Any] = {"deterministic": True} if deterministic else {}
+    docs = "doc_lens" in mask.params
+    cu, longest = _cu_seqlens(mask, q.device) if docs else (None, 0)
+    fp8_inputs = None
+    if fp8:  # made here, untimed, as the plugin's prepare makes them
+        fp8_inputs, descales = _fp8_copies(q, k, v, fp8, cu.numel() - 1 if cu is not None else q.shape[0])
+        extra.update(descales)
+    if not docs:
+        def dense(q, k, v):
+            q, k, v = fp8_inputs or (q, k, v)
+            return _first(flash_attn_func(q, k, v, causal=causal, window_size=window, **extra))
+        return dense
 
     def run(q, k, v):
-        b, s, h, d = q.shape
-        out = flash_attn_varlen_func(q.view(b * s, h, d), k.view(b * s, -1, d), v.view(b * s, -1, d),
-                                     cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest, max_seqlen_k=longest,
-                                     causal=causal, window_size=window)
-        return _first(out).view(b, s, h, d)
+        b, s, h, _ = q.shape
+        dv = v.shape[-1]
+        q, k, v = fp8_inputs or (q, k, v)
+        out = flash_attn_varlen_func(q.reshape(b * s, h, -1), k.reshape(b * s, k.shape[2], -1),
+                                     v.reshape(b * s, v.shape[2], -1), cu_seqlens_q=cu, cu_seqlens_k=cu,
+                                     max_seqlen_q=longest, max_seqlen_k=longest, causal=causal, window_size=window,
+                                     **extra)
+        return _first(out).view(b, s, h, dv)
 
     return run
 
@@ -192,10 +223,10 @@ def fa2_direct(mask, q, k, v) -> Direct | str:
     cu, longest = _cu_seqlens(mask, q.device)
 
     def run(q, k, v):
-        b, s, h, d = q.shape
-        out = varlen_attn(q.view(b * s, h, d), k.view(b * s, -1, d), v.view(b * s, -1, d), cu, cu, longest, longest,
-                          **kwargs)
-        return out.view(b, s, h, d)
+        b, s, h, _ = q.shape
+        out = varlen_attn(q.reshape(b * s, h, -1), k.reshape(b * s, k.shape[2], -1), v.reshape(b * s, v.shape[2], -1),
+                          cu, cu, longest, longest, **kwargs)
+        return out.view(b, s, h, v.shape[-1])
 
     return run
 
@@ -211,7 +242,7 @@ def sdpa_direct(mask, q, k, v) -> Direct:
 # ---------------------------------------------------------------- cuDNN frontend, by hand
 
 
-def cudnn_direct(mask, q, k, v) -> Direct:
+def cudnn_direct(mask, q, k, v, deterministic: bool = False) -> Direct:
     """A forward graph with stats and a backward graph, as cudnn-frontend's own SDPA samples write them."""
     import cudnn
 
@@ -252,8 +283,9 @@ def cudnn_direct(mask, q, k, v) -> Direct:
     bg = new_graph()
     bq, bk, bv, bo, bdo = (tensor(bg, n, h) for n, h in (("q", hq), ("k", hkv), ("v", hkv), ("o", hq), ("dO", hq)))
     bstats = bg.tensor(name="stats", dim=[b, hq, s, 1], stride=[hq * s, s, 1, 1], data_type=cudnn.data_type.FLOAT)
+    det = {"use_deterministic_algorithm": True} if deterministic else {}
     bdq, bdk, bdv = bg.sdpa_backward(name="sdpa_backward", q=bq, k=bk, v=bv, o=bo, dO=bdo, stats=bstats,
-                                     attn_scale=scale, **bounds)
+                                     attn_scale=scale, **bounds, **det)
     for t, h in ((bdq, hq), (bdk, hkv), (bdv, hkv)):
         t.set_output(True).set_dim([b, h, s, d]).set_stride(strides(h)).set_data_type(dt)
     bws = build(bg)
@@ -283,9 +315,27 @@ def cudnn_direct(mask, q, k, v) -> Direct:
     return Attention.apply
 
 
-def direct_refusal(kernel: str, mask) -> str | None:
+def fa2_library() -> str:
+    """'flash_attn' where the package is installed (the fa2 plugin then runs it), else 'torch'."""
+    import importlib.util
+    import os
+
+    forced = os.environ.get("LONGCA_FA2_BACKEND", "").strip()
+    if forced in ("flash_attn", "torch"):
+        return forced
+    found = importlib.util.find_spec("flash_attn_2_cuda") and importlib.util.find_spec("flash_attn")
+    return "flash_attn" if found else "torch"
+
+
+def direct_refusal(kernel: str, mask, deterministic: bool = False, fp8: bool = False) -> str | None:
     """Why this script has no direct call of `kernel` for `mask` (decided before any tensor is made), or None."""
     one_call = _window(mask) is not None
+    if fp8 and kernel != "fa3":
+        return f"n/a: no hand-written FP8 call of {kernel!r} here"
+    if kernel == "fa2" and fa2_library() == "flash_attn":
+        return None if one_call else "n/a: no one-call form in the library (the plugin merges several calls)"
+    if deterministic and kernel in ("flex", "flex-fa4", "sdpa", "fa2"):
+        return f"n/a: {kernel} (as called here) takes no deterministic flag"
     if kernel in ("flex", "flex-fa4"):
         return None
     if kernel in ("fa3", "fa4") and not one_call:
@@ -301,9 +351,11 @@ def direct_refusal(kernel: str, mask) -> str | None:
     return None
 
 
-def make_direct(kernel: str, mask, q, k, v) -> Direct | str:
+def make_direct(kernel: str, mask, q, k, v, problem: Problem | None = None) -> Direct | str:
     """The hand-written call, or why there is none (`direct_refusal`, or fa2's GQA check on this torch)."""
-    refusal = direct_refusal(kernel, mask)
+    deterministic = bool(problem and problem.deterministic)
+    fp8 = problem.dtype if problem is not None and problem.fp8 else None
+    refusal = direct_refusal(kernel, mask, deterministic, bool(fp8))
     if refusal:
         return refusal
     if kernel == "flex":
@@ -311,12 +363,14 @@ def make_direct(kernel: str, mask, q, k, v) -> Direct | str:
     if kernel == "flex-fa4":
         return flex_direct(mask, q, k, v, {"BACKEND": "FLASH"})
     if kernel in ("fa3", "fa4"):
-        return flash_direct(kernel, mask, q, k, v)
+        return flash_direct(kernel, mask, q, k, v, deterministic, fp8)
     if kernel == "fa2":
+        if fa2_library() == "flash_attn":
+            return flash_direct("fa2", mask, q, k, v, deterministic)
         return fa2_direct(mask, q, k, v)
     if kernel == "sdpa":
         return sdpa_direct(mask, q, k, v)
-    return cudnn_direct(mask, q, k, v)
+    return cudnn_direct(mask, q, k, v, deterministic)
 
 
 # ---------------------------------------------------------------- measuring
@@ -336,21 +390,25 @@ def measure(kernel: str, mask_name: str, seqlen: int, direction: str, args, warm
     """One case: plugin and direct (and `--against`), timed alternately; `warm_only`: run each once, no timing."""
     registry = get_registry()
     hq, hkv = parse_heads(args.heads)
-    problem = Problem(kernel=kernel, mask=mask_name, seqlen=seqlen, heads_q=hq, heads_kv=hkv, head_dim=args.head_dim,
-                      dtype=args.dtype, direction=direction, device=args.device, sampler=args.sampler)
     row: dict[str, Any] = {"kernel": kernel, "mask": mask_name, "seqlen": seqlen, "direction": direction,
-                           "heads": args.heads, "head_dim": args.head_dim, "dtype": args.dtype}
+                           "heads": args.heads, "head_dim": args.head_dim, "head_dim_v": args.head_dim_v,
+                           "dtype": args.dtype, "deterministic": args.deterministic}
+    if args.deterministic and direction == "fwd":
+        return {**row, "status": "n/a", "reason": "the forward is deterministic: --deterministic times backwards"}
+    problem = Problem(kernel=kernel, mask=mask_name, seqlen=seqlen, heads_q=hq, heads_kv=hkv, head_dim=args.head_dim,
+                      head_dim_v=args.head_dim_v, dtype=args.dtype, direction=direction, device=args.device,
+                      sampler=args.sampler, deterministic=args.deterministic)
     spec = registry.kernel(kernel)
     reason = unsupported_reason(spec, problem, registry)
     if reason:
         return {**row, "status": "unsupported", "reason": reason}
     row["backend"] = spec.backend()
     mask = build_mask(problem, 0, registry)
-    refusal = direct_refusal(kernel, mask)
+    refusal = direct_refusal(kernel, mask, problem.deterministic, problem.fp8)
     if refusal:
         return {**row, "status": "n/a", "reason": refusal}
     q, k, v = make_inputs(problem, 0, requires_grad=direction != "fwd")
-    direct = make_direct(kernel, mask, q, k, v)
+    direct = make_direct(kernel, mask, q, k, v, problem)
     if isinstance(direct, str):
         return {**row, "status": "n/a", "reason": direct}
     calls = {"plugin": functools.partial(spec.run, spec.prepare(problem, mask, q, k, v)), "direct": direct}
@@ -384,7 +442,7 @@ def measure(kernel: str, mask_name: str, seqlen: int, direction: str, args, warm
             calls[name].extend(t)
     ms = {name: statistics.median(t) for name, t in calls.items()}
     row["calls_per_side"] = len(calls["plugin"])
-    flops = attention_flops(mask.area, hq, args.head_dim, 1, direction)
+    flops = attention_flops(mask.area, hq, args.head_dim, 1, direction, args.head_dim_v)
     row.update(status="ok", plugin_ms=ms["plugin"], direct_ms=ms["direct"], ratio=ms["direct"] / ms["plugin"],
                plugin_rounds_ms=times["plugin"], direct_rounds_ms=times["direct"],
                plugin_tflops=flops / (ms["plugin"] * 1e-3) / 1e12, direct_tflops=flops / (ms["direct"] * 1e-3) / 1e12)
@@ -454,8 +512,11 @@ def main() -> None:
     parser.add_argument("--seqlens", default="16k,32k")
     parser.add_argument("--directions", default="fwd,bwd")
     parser.add_argument("--heads", default="64:8")
-    parser.add_argument("--head-dim", type=int, default=128)
-    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--head-dim", type=int, default=128, help="Q/K head dim (V's too unless --head-dim-v)")
+    parser.add_argument("--head-dim-v", type=int, default=None, help="V's head dim, e.g. 128 with --head-dim 192")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="the backward through each library's deterministic algorithm (fwd cases skipped)")
+    parser.add_argument("--dtype", default="bfloat16", help="bfloat16, float16, or fp8 (fa3's FP8 forward)")
     parser.add_argument("--sampler", default="auto")
     parser.add_argument("--device", default="cuda", help="cuda; cpu only tests this script (flex forward, sdpa)")
     parser.add_argument("--warmup", type=int, default=2)

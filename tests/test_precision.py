@@ -260,3 +260,18 @@ def test_old_rows_keep_their_problem_key_and_report(tmp_path):
     assert "Deterministic" not in (tmp_path / "out" / "report.md").read_text()
     assert "head_dim_v" not in (tmp_path / "out" / "report.csv").read_text().splitlines()[0]
     assert RUN["gpu"] == "NVIDIA H200"
+
+
+@pytest.mark.parametrize("name", ["head-dims", "deterministic"])
+def test_contrib_specs_of_issue_29_load(name):
+    from pathlib import Path
+
+    spec = load_spec(Path(__file__).resolve().parents[1] / "contrib" / "specs" / f"{name}.toml",
+                     installed_kernels_only=True)
+    cases = list(problems(spec))
+    assert cases and all(p.dtype == "bfloat16" for p in cases)
+    if name == "head-dims":
+        assert {(p.head_dim, p.head_dim_v) for p in cases} == {(64, None), (96, None), (128, None), (192, 128),
+                                                               (256, None)}
+    else:
+        assert {p.deterministic for p in cases} == {False, True} and {p.direction for p in cases} == {"bwd"}
