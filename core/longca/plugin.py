@@ -139,6 +139,7 @@ _LAZY = {
     "TOLERANCE": ("longca.measure", "TOLERANCE"),
     "RunOptions": ("longca.measure", "RunOptions"),
     "run_problem": ("longca.measure", "run_problem"),
+    "seeded_dout": ("longca.measure", "seeded_dout"),
     "tolerance_for": ("longca.measure", "tolerance_for"),
     # FP8 (docs/fp8.md): per-tensor scaled copies of the bfloat16 inputs, made in prepare
     "quantize_fp8": ("longca.fp8", "quantize_fp8"),
