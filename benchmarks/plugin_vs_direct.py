@@ -23,7 +23,8 @@ The direct calls (nothing here imports longca's kernels or mask_mods):
   plugin's prepare does);
 - cudnn: one nvidia-cudnn-frontend SDPA graph pair (forward with stats, backward) built by hand,
   causal / sliding windows as the diagonal band (full, causal, both sliding windows); with
-  `--deterministic` the backward graph asks for `use_deterministic_algorithm`.
+  `--deterministic` the backward graph asks for `use_deterministic_algorithm`; with `--dtype fp8`
+  (or fp8_e5m2) the `sdpa_fp8` / `sdpa_fp8_backward` pair (full, causal) with the plugin's recipe.
 Masks a library has no one-call form for (the heterogeneous ones, except in Flex) are `n/a`.
 `--head-dim-v` gives V (and the output) its own head dim (`--head-dim 192 --head-dim-v 128`);
 `--deterministic` times the backward through each library's deterministic algorithm (plugin and
@@ -327,11 +328,140 @@ def fa2_library() -> str:
     return "flash_attn" if found else "torch"
 
 
+def _quantize(x, fp8):
+    """Per-tensor scaled FP8 copy of x and its (1, 1, 1, 1) float32 descale (amax / the format's largest value)."""
+    amax = x.detach().abs().amax().float().clamp_min(1e-12)
+    descale = (amax / torch.finfo(fp8).max).reshape(1, 1, 1, 1)
+    return (x.detach().float() / descale.reshape(())).to(fp8), descale
+
+
+def cudnn_fp8_direct(mask, q, k, v, dtype: str, deterministic: bool = False) -> Direct:
+    """cudnn-frontend's FP8 SDPA written as its own FP8 samples do (sdpa_fp8 / sdpa_fp8_backward), dense,
+    full or causal, with the same recipe as the plugin: per-tensor input scales made here (untimed),
+    probabilities scaled by the format's largest value, bfloat16 outputs, dO quantized in the backward,
+    dP's scale from one calibration backward with half headroom."""
+    import cudnn
+
+    fp8 = getattr(torch, dtype)
+    b, s, hq, d = q.shape
+    hkv, dv = k.shape[2], v.shape[3]
+    causal, scale, largest = mask.name == "causal", 1.0 / math.sqrt(d), torch.finfo(fp8).max
+    handle = cudnn.create_handle()
+    it = {torch.float8_e4m3fn: cudnn.data_type.FP8_E4M3, torch.float8_e5m2: cudnn.data_type.FP8_E5M2}[fp8]
+    ot = cudnn.data_type.BFLOAT16
+    f32 = cudnn.data_type.FLOAT
+
+    def st(h, dim):
+        return [s * h * dim, dim, h * dim, 1]
+
+    def graph():
+        return cudnn.pygraph(io_data_type=it, intermediate_data_type=f32, compute_data_type=f32, handle=handle)
+
+    def one(g, name):
+        return g.tensor(name=name, dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=f32)
+
+    def out(t, dims, stride, dt):
+        t.set_output(True).set_dim(dims).set_stride(stride).set_data_type(dt)
+
+    def build(g):
+        g.validate()
+        g.build_operation_graph()
+        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        g.check_support()
+        g.build_plans()
+        return torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device=q.device)
+
+    fg = graph()
+    fq = fg.tensor(name="q", dim=[b, hq, s, d], stride=st(hq, d), data_type=it)
+    fk = fg.tensor(name="k", dim=[b, hkv, s, d], stride=st(hkv, d), data_type=it)
+    fv = fg.tensor(name="v", dim=[b, hkv, s, dv], stride=st(hkv, dv), data_type=it)
+    fsc = {n: one(fg, n) for n in ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")}
+    fo, fstats, famax_s, famax_o = fg.sdpa_fp8(q=fq, k=fk, v=fv, **fsc, generate_stats=True, attn_scale=scale,
+                                               use_causal_mask=causal)
+    out(fo, [b, hq, s, dv], st(hq, dv), ot)
+    out(fstats, [b, hq, s, 1], [hq * s, s, 1, 1], f32)
+    for a in (famax_s, famax_o):
+        out(a, [1, 1, 1, 1], [1, 1, 1, 1], f32)
+    fws = build(fg)
+    bg = graph()
+    bt = {"q": bg.tensor(name="q", dim=[b, hq, s, d], stride=st(hq, d), data_type=it),
+          "k": bg.tensor(name="k", dim=[b, hkv, s, d], stride=st(hkv, d), data_type=it),
+          "v": bg.tensor(name="v", dim=[b, hkv, s, dv], stride=st(hkv, dv), data_type=it),
+          "o": bg.tensor(name="o", dim=[b, hq, s, dv], stride=st(hq, dv), data_type=ot),
+          "dO": bg.tensor(name="dO", dim=[b, hq, s, dv], stride=st(hq, dv), data_type=it),
+          "stats": bg.tensor(name="stats", dim=[b, hq, s, 1], stride=[hq * s, s, 1, 1], data_type=f32)}
+    names = ("descale_q", "descale_k", "descale_v", "descale_o", "descale_dO", "descale_s", "descale_dP", "scale_s",
+             "scale_dQ", "scale_dK", "scale_dV", "scale_dP")
+    bsc = {n: one(bg, n) for n in names}
+    det = {"use_deterministic_algorithm": True} if deterministic else {}
+    *grads, amax_dq, amax_dk, amax_dv, amax_dp = bg.sdpa_fp8_backward(
+        q=bt["q"], k=bt["k"], v=bt["v"], o=bt["o"], dO=bt["dO"], stats=bt["stats"], **bsc, attn_scale=scale,
+        use_causal_mask=causal, **det)
+    for g_, h, dim in zip(grads, (hq, hkv, hkv), (d, d, dv), strict=True):
+        out(g_, [b, h, s, dim], st(h, dim), ot)
+    for a in (amax_dq, amax_dk, amax_dv, amax_dp):
+        out(a, [1, 1, 1, 1], [1, 1, 1, 1], f32)
+    bws = build(bg)
+
+    def full(x):
+        return torch.full((1, 1, 1, 1), float(x), dtype=torch.float32, device=q.device)
+
+    (q8, dq_), (k8, dk_), (v8, dv_) = (_quantize(x, fp8) for x in (q, k, v))
+    values = {"descale_q": dq_, "descale_k": dk_, "descale_v": dv_, "descale_s": full(1 / largest),
+              "scale_s": full(largest), "scale_o": full(1), "descale_o": full(1), "scale_dQ": full(1),
+              "scale_dK": full(1), "scale_dV": full(1), "scale_dP": full(1), "descale_dP": full(1)}
+
+    def stream():
+        cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
+
+    def forward():
+        o = torch.empty(b, s, hq, dv, dtype=torch.bfloat16, device=q.device)
+        stats = torch.empty(b, hq, s, 1, dtype=torch.float32, device=q.device)
+        amax = [torch.empty(1, 1, 1, 1, device=q.device) for _ in range(2)]
+        stream()
+        fg.execute({fq: q8, fk: k8, fv: v8, fo: o, fstats: stats, famax_s: amax[0], famax_o: amax[1],
+                    **{fsc[n]: values[n] for n in fsc}}, fws, handle=handle)
+        return o, stats
+
+    def backward(o, stats, do):
+        do8, do_descale = _quantize(do, fp8)
+        dq, dk, dv = (torch.empty(x.shape, dtype=torch.bfloat16, device=x.device) for x in (q8, k8, v8))
+        amax = [torch.empty(1, 1, 1, 1, device=q.device) for _ in range(4)]
+        stream()
+        pack = {bt["q"]: q8, bt["k"]: k8, bt["v"]: v8, bt["o"]: o, bt["dO"]: do8.contiguous(), bt["stats"]: stats,
+                **{bsc[n]: values[n] for n in names if n != "descale_dO"}, bsc["descale_dO"]: do_descale,
+                grads[0]: dq, grads[1]: dk, grads[2]: dv, amax_dq: amax[0], amax_dk: amax[1], amax_dv: amax[2],
+                amax_dp: amax[3]}
+        bg.execute(pack, bws, handle=handle)
+        return dq, dk, dv, amax[3]
+
+    if q.requires_grad:  # dP's scale from one calibration backward, as the plugin's prepare sets it
+        o, stats = forward()
+        amax = float(backward(o, stats, torch.randn_like(o))[3].item()) or 1.0
+        values.update(scale_dP=full(largest / amax * 0.5), descale_dP=full(amax / largest / 0.5))
+
+    class Attention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v):
+            o, stats = forward()
+            ctx.save_for_backward(o, stats)
+            return o
+
+        @staticmethod
+        def backward(ctx, do):
+            o, stats = ctx.saved_tensors
+            return backward(o, stats, do)[:3]
+
+    return Attention.apply
+
+
 def direct_refusal(kernel: str, mask, deterministic: bool = False, fp8: bool = False) -> str | None:
     """Why this script has no direct call of `kernel` for `mask` (decided before any tensor is made), or None."""
     one_call = _window(mask) is not None
-    if fp8 and kernel != "fa3":
+    if fp8 and kernel not in ("fa3", "cudnn"):
         return f"n/a: no hand-written FP8 call of {kernel!r} here"
+    if fp8 and kernel == "cudnn" and mask.name not in ("full", "causal"):
+        return "n/a: the FP8 graphs (plugin and direct) are dense: full and causal"
     if kernel == "fa2" and fa2_library() == "flash_attn":
         return None if one_call else "n/a: no one-call form in the library (the plugin merges several calls)"
     if deterministic and kernel in ("flex", "flex-fa4", "sdpa", "fa2"):
@@ -370,6 +500,8 @@ def make_direct(kernel: str, mask, q, k, v, problem: Problem | None = None) -> D
         return fa2_direct(mask, q, k, v)
     if kernel == "sdpa":
         return sdpa_direct(mask, q, k, v)
+    if fp8:
+        return cudnn_fp8_direct(mask, q, k, v, fp8, deterministic)
     return cudnn_direct(mask, q, k, v, deterministic)
 
 
@@ -516,7 +648,9 @@ def main() -> None:
     parser.add_argument("--head-dim-v", type=int, default=None, help="V's head dim, e.g. 128 with --head-dim 192")
     parser.add_argument("--deterministic", action="store_true",
                         help="the backward through each library's deterministic algorithm (fwd cases skipped)")
-    parser.add_argument("--dtype", default="bfloat16", help="bfloat16, float16, or fp8 (fa3's FP8 forward)")
+    parser.add_argument("--dtype", default="bfloat16",
+                        help="bfloat16, float16, or fp8 / fp8_e5m2 (fa3's FP8 forward; cudnn's FP8 forward and "
+                             "backward)")
     parser.add_argument("--sampler", default="auto")
     parser.add_argument("--device", default="cuda", help="cuda; cpu only tests this script (flex forward, sdpa)")
     parser.add_argument("--warmup", type=int, default=2)
