@@ -275,3 +275,49 @@ def test_contrib_specs_of_issue_29_load(name):
                                                                (256, None)}
     else:
         assert {p.deterministic for p in cases} == {False, True} and {p.direction for p in cases} == {"bwd"}
+
+
+def test_context_parallel_cases_refuse_what_their_primitives_cannot_say():
+    from longca_cp.inner import inner_unsupported
+
+    base = Problem(kernel="reference", strategy="ulysses", world_size=2, direction="bwd", **CPU)
+    assert inner_unsupported(base) is None
+    assert "no FP8 cases" in inner_unsupported(base.with_(dtype="fp8"))
+    assert "deterministic" in inner_unsupported(base.with_(deterministic=True))
+    assert "V of its own" in inner_unsupported(base.with_(head_dim_v=16))
+
+
+def test_conformance_checks_a_deterministic_backward_bit_for_bit():
+    """The suite's `deterministic` case passes the reference (the same float32 operations in the same
+    order) and fails a kernel that claims a deterministic backward but adds noise to its gradients."""
+    from dataclasses import replace
+
+    from longca import reference as ref
+    from longca.plugins import PluginInfo, load_registry
+    from longca.testing.conformance import Settings, check_deterministic, conformance_cases
+
+    registry = load_registry()
+    assert "deterministic-cpu" in [c.id for c in conformance_cases("reference", registry)]
+    assert "deterministic-cpu" not in [c.id for c in conformance_cases("sdpa", registry)]
+    assert check_deterministic("reference", "cpu", registry, Settings()) == []
+
+    class Noisy(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, mask):
+            ctx.mask = mask
+            ctx.save_for_backward(q, k, v)
+            with torch.no_grad():
+                return ref.attention(q, k, v, mask)
+
+        @staticmethod
+        def backward(ctx, dout):
+            q, k, v = (x.detach().requires_grad_() for x in ctx.saved_tensors)
+            with torch.enable_grad():
+                grads = torch.autograd.grad(ref.attention(q, k, v, ctx.mask), (q, k, v), dout)
+            return (*(g + 1e-6 * torch.randn_like(g) for g in grads), None)
+
+    noisy = replace(registry.kernel("reference"), name="noisy", deterministic=True, prepare=lambda p, m, q, k, v: m,
+                    run=lambda m, q, k, v: Noisy.apply(q, k, v, m), supports=None)
+    registry._add("kernels", noisy, PluginInfo("test", "test-kernels", "0", "tests"))
+    with pytest.raises(AssertionError, match="different dq, dk, dv in two calls"):
+        check_deterministic("noisy", "cpu", registry, Settings())

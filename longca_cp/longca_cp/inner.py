@@ -26,6 +26,14 @@ def inner_unsupported(problem: Problem, registry: Registry | None = None) -> str
     from longca.measure import unsupported_reason
 
     spec = (registry or get_registry()).kernel(problem.kernel)
+    # the inner kernel runs through its bfloat16/float16 lse primitives, which take no FP8 inputs and no
+    # deterministic flag: such a CP row would time something else than it says
+    if problem.fp8:
+        return "context parallelism runs its inner kernel's 16-bit lse primitives: no FP8 cases"
+    if problem.deterministic:
+        return "context parallelism: the inner kernel's lse primitives take no deterministic flag"
+    if problem.head_dim_v is not None:
+        return "context parallelism: its schedules move and count V at Q/K's head dim; V of its own is not wired"
     if spec.forward_lse is None or spec.backward_lse is None:
         return (f"kernel {spec.name!r} has no forward_lse/backward_lse primitives, so it cannot be the inner "
                 f"kernel of a context-parallel strategy")

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from ..errors import LongcaError
+from ..errors import LongcaError, UnsupportedError
 from ..measure import TOLERANCE, RunOptions, mask_refusal, run_problem
 from ..plugins import WILDCARDS, Registry, get_registry, validate
 from ..problem import Problem, build_mask, make_inputs
@@ -503,6 +503,46 @@ def check_dtype(name: str, dtype: str, direction: str, device: str, registry: Re
     return [_expect_ok(spec, problem, registry, f"dtype {dtype}", may_refuse=True)]
 
 
+def check_deterministic(name: str, device: str, registry: Registry, settings: Settings) -> list[dict]:
+    """A kernel that offers a deterministic backward (`deterministic=True`) gives the same gradients, bit
+    for bit, in two backward calls on the same inputs, and they match the reference; a refusal of this
+    problem (a library without the flag here) is a skip with its reason."""
+    from ..measure import seeded_dout, unsupported_reason
+    from ..measure.checks import rel_err
+
+    _need_device(device)
+    spec = _kernel(registry, name)
+    _need_available(spec)
+    problem = small_problem(spec, dtype_mask(spec, registry), "bwd", device, registry=registry,
+                            settings=settings).with_(deterministic=True)
+    reason = unsupported_reason(spec, problem, registry)
+    if reason:
+        raise ConformanceSkip(f"kernel {name}: deterministic backward refused here: {reason}")
+    mask = build_mask(problem, 0, registry)
+    q, k, v = make_inputs(problem, 0, requires_grad=True)
+    dout = seeded_dout(problem)
+    try:
+        prepared = spec.prepare(problem, mask, q, k, v)
+    except UnsupportedError as exc:
+        raise ConformanceSkip(f"kernel {name}: deterministic backward refused in prepare: {exc}") from None
+    out = spec.run(prepared, q, k, v)
+    first, second = (torch.autograd.grad(out, (q, k, v), dout, retain_graph=True) for _ in range(2))
+    differ = [n for n, a, b in zip(("dq", "dk", "dv"), first, second, strict=True) if not torch.equal(a, b)]
+    if differ:
+        raise AssertionError(f"kernel {name}: deterministic backward gave different {', '.join(differ)} in two "
+                             f"calls on the same inputs ({problem.mask}, {device})")
+    from ..reference import attention as reference_attention
+
+    qf, kf, vf = (x.detach().float().requires_grad_() for x in (q, k, v))
+    want = torch.autograd.grad(reference_attention(qf, kf, vf, mask), (qf, kf, vf), dout.float())
+    errors = {n: rel_err(g, w) for n, g, w in zip(("dq", "dk", "dv"), first, want, strict=True)}
+    tolerance = TOLERANCE[problem.dtype]
+    if not all(e <= tolerance for e in errors.values()):  # NaN fails too
+        raise AssertionError(f"kernel {name}: deterministic backward differs from the reference: {errors} > "
+                             f"{tolerance:g}")
+    return []
+
+
 PRIMITIVE_CHECKS = {"forward_lse": "forward_lse", "backward_lse": "backward_lse",
                     "cp_merge": "forward_lse + lse merge + backward_lse with the merged out and lse"}
 
@@ -603,6 +643,9 @@ def conformance_cases(kernel: str, registry: Registry | None = None, devices: tu
         first = primary_dtype(spec, dev) if spec.dtypes else None
         cases += [Case(f"dtype-{t}-{x}-{dev}", kernel, partial(check_dtype, kernel, t, x, dev, settings=settings), dev)
                   for t in spec.dtypes if t != first for x in directions]
+        if spec.deterministic is True and spec.backward:
+            cases.append(Case(f"deterministic-{dev}", kernel,
+                              partial(check_deterministic, kernel, dev, settings=settings), dev))
         declared = [w for w in ("forward_lse", "backward_lse") if getattr(spec, w) is not None]
         if len(declared) == 2:
             declared.append("cp_merge")

@@ -75,6 +75,8 @@ def build_reason(problem, flags: dict, mask=None) -> str | None:
     what = None
     if problem.dtype == "float16" and off("FP16"):
         what = "float16"
+    elif problem.fp8 and off("FP8"):
+        what = "FP8"
     elif off(f"HDIM{problem.head_dim}"):
         what = f"head_dim {problem.head_dim}"
     elif problem.direction != "fwd" and off("BACKWARD"):
