@@ -150,11 +150,15 @@ def test_kernels_without_a_deterministic_backward_refuse_it_with_their_reason(ke
     registry = get_registry()
     if kernel not in registry.entries["kernels"]:
         pytest.skip(f"{kernel} is not installed")
+    from dataclasses import replace
+
     spec = registry.kernel(kernel)
     assert isinstance(spec.deterministic, str) and spec.deterministic
-    p = Problem(kernel=kernel, direction="bwd", deterministic=True, **CPU)
-    reason = unsupported_reason(spec, p, registry)
-    assert reason.startswith("unavailable:") or spec.deterministic in reason
+    # availability and devices set aside (no GPU here): the deterministic refusal is what remains
+    here = replace(spec, available=lambda: None, devices=("cpu", "cuda"), supports=None)
+    p = Problem(kernel=kernel, direction="bwd", deterministic=True, **{**CPU, "head_dim": 64})
+    assert unsupported_reason(here, p, registry) == f"a deterministic backward is not offered: {spec.deterministic}"
+    assert unsupported_reason(here, p.with_(deterministic=False), registry) is None
 
 
 @pytest.mark.parametrize("kernel", ["sdpa", "torch", "flex", "reference"])
@@ -262,15 +266,17 @@ def test_old_rows_keep_their_problem_key_and_report(tmp_path):
     assert RUN["gpu"] == "NVIDIA H200"
 
 
-@pytest.mark.parametrize("name", ["head-dims", "deterministic"])
+@pytest.mark.parametrize("name", ["head-dims", "deterministic", "fp8"])
 def test_contrib_specs_of_issue_29_load(name):
     from pathlib import Path
 
     spec = load_spec(Path(__file__).resolve().parents[1] / "contrib" / "specs" / f"{name}.toml",
                      installed_kernels_only=True)
     cases = list(problems(spec))
-    assert cases and all(p.dtype == "bfloat16" for p in cases)
-    if name == "head-dims":
+    assert cases and all(p.dtype == "bfloat16" for p in cases) == (name != "fp8")
+    if name == "fp8":
+        assert {p.dtype for p in cases} == {"bfloat16", "float8_e4m3fn"}
+    elif name == "head-dims":
         assert {(p.head_dim, p.head_dim_v) for p in cases} == {(64, None), (96, None), (128, None), (192, 128),
                                                                (256, None)}
     else:
