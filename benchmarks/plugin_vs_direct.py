@@ -15,15 +15,23 @@ The direct calls (nothing here imports longca's kernels or mask_mods):
   `torch.compile(flex_attention)` (flex-fa4: `kernel_options={"BACKEND": "FLASH"}`);
 - sdpa: `F.scaled_dot_product_attention` with `is_causal` (full, causal; other masks need an
   S x S boolean mask, which this script does not time: that path is the same call in the plugin);
-- fa2 (torch's bundled FlashAttention-2): SDPA's flash backend (full, causal),
-  `torch.nn.attention.varlen.varlen_attn` (documents);
+- fa2: with the flash_attn package (what the plugin then runs) `flash_attn_func` /
+  `flash_attn_varlen_func`; else torch's bundled FlashAttention-2: SDPA's flash backend (full,
+  causal), `torch.nn.attention.varlen.varlen_attn` (documents);
 - fa3 / fa4: `flash_attn_func` with `causal` / `window_size`, `flash_attn_varlen_func` (documents);
+  fa3 FP8 (`--dtype fp8`): the same calls on e4m3 copies with `q/k/v_descale` (made untimed, as the
+  plugin's prepare does);
 - cudnn: one nvidia-cudnn-frontend SDPA graph pair (forward with stats, backward) built by hand,
-  causal / sliding windows as the diagonal band (full, causal, both sliding windows);
+  causal / sliding windows as the diagonal band (full, causal, both sliding windows); with
+  `--deterministic` the backward graph asks for `use_deterministic_algorithm`; with `--dtype fp8`
+  (or fp8_e5m2) the `sdpa_fp8` / `sdpa_fp8_backward` pair (full, causal) with the plugin's recipe;
 - nsa: `fla.ops.nsa.parallel_nsa` on `topk_sparse`, with `block_indices` built here from the mask's
   kept-block table the way fla's own tests build them (-1 padding sorted first, an int
   `block_counts`), not with the plugin's per-token counts.
 Masks a library has no one-call form for (the heterogeneous ones, except in Flex) are `n/a`.
+`--head-dim-v` gives V (and the output) its own head dim (`--head-dim 192 --head-dim-v 128`);
+`--deterministic` times the backward through each library's deterministic algorithm (plugin and
+direct call alike: `deterministic=True` for flash_attn, FA3 and FA4); forward cases are skipped.
 
     python benchmarks/plugin_vs_direct.py --kernels flex,sdpa,fa2 --seqlens 16k,32k --out results/pvd
     python benchmarks/plugin_vs_direct.py --kernels nsa --masks topk_sparse --heads 64:4 --out results/pvd-nsa
@@ -145,24 +153,48 @@ def _first(res):
     return res[0] if isinstance(res, tuple) else res
 
 
-def flash_direct(lib: str, mask, q, k, v) -> Direct:
+def _fp8_copies(q, k, v, dtype: str, rows: int):
+    """Per-tensor scaled e4m3 copies of q, k, v and their descales as FA3 takes them ((rows, heads_kv) each)."""
+    from longca.fp8 import quantize_fp8
+
+    pairs = [quantize_fp8(x, dtype) for x in (q, k, v)]
+    descales = {f"{n}_descale": d.expand(rows, k.shape[2]).contiguous() for n, (_, d) in zip("qkv", pairs, strict=True)}
+    return [x for x, _ in pairs], descales
+
+
+def flash_direct(lib: str, mask, q, k, v, deterministic: bool = False, fp8: str | None = None) -> Direct:
     causal, left, right = _window(mask)  # a one-call mask: direct_refusal turned the others away
     if lib == "fa3":
         from flash_attn_interface import flash_attn_func, flash_attn_varlen_func
         window = (left, right) if not causal else (-1, -1)
+    elif lib == "fa2":
+        from flash_attn import flash_attn_func, flash_attn_varlen_func
+        window = (left, right) if not causal else (-1, -1)
     else:
         from flash_attn.cute import flash_attn_func, flash_attn_varlen_func
         window = (None if left < 0 else left, None if right < 0 else right) if not causal else (None, None)
-    if "doc_lens" not in mask.params:
-        return lambda q, k, v: _first(flash_attn_func(q, k, v, causal=causal, window_size=window))
-    cu, longest = _cu_seqlens(mask, q.device)
+    extra: dict[str, Any] = {"deterministic": True} if deterministic else {}
+    docs = "doc_lens" in mask.params
+    cu, longest = _cu_seqlens(mask, q.device) if docs else (None, 0)
+    fp8_inputs = None
+    if fp8:  # made here, untimed, as the plugin's prepare makes them
+        fp8_inputs, descales = _fp8_copies(q, k, v, fp8, cu.numel() - 1 if cu is not None else q.shape[0])
+        extra.update(descales)
+    if not docs:
+        def dense(q, k, v):
+            q, k, v = fp8_inputs or (q, k, v)
+            return _first(flash_attn_func(q, k, v, causal=causal, window_size=window, **extra))
+        return dense
 
     def run(q, k, v):
-        b, s, h, d = q.shape
-        out = flash_attn_varlen_func(q.view(b * s, h, d), k.view(b * s, -1, d), v.view(b * s, -1, d),
-                                     cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest, max_seqlen_k=longest,
-                                     causal=causal, window_size=window)
-        return _first(out).view(b, s, h, d)
+        b, s, h, _ = q.shape
+        dv = v.shape[-1]
+        q, k, v = fp8_inputs or (q, k, v)
+        out = flash_attn_varlen_func(q.reshape(b * s, h, -1), k.reshape(b * s, k.shape[2], -1),
+                                     v.reshape(b * s, v.shape[2], -1), cu_seqlens_q=cu, cu_seqlens_k=cu,
+                                     max_seqlen_q=longest, max_seqlen_k=longest, causal=causal, window_size=window,
+                                     **extra)
+        return _first(out).view(b, s, h, dv)
 
     return run
 
@@ -196,10 +228,10 @@ def fa2_direct(mask, q, k, v) -> Direct | str:
     cu, longest = _cu_seqlens(mask, q.device)
 
     def run(q, k, v):
-        b, s, h, d = q.shape
-        out = varlen_attn(q.view(b * s, h, d), k.view(b * s, -1, d), v.view(b * s, -1, d), cu, cu, longest, longest,
-                          **kwargs)
-        return out.view(b, s, h, d)
+        b, s, h, _ = q.shape
+        out = varlen_attn(q.reshape(b * s, h, -1), k.reshape(b * s, k.shape[2], -1), v.reshape(b * s, v.shape[2], -1),
+                          cu, cu, longest, longest, **kwargs)
+        return out.view(b, s, h, v.shape[-1])
 
     return run
 
@@ -215,7 +247,7 @@ def sdpa_direct(mask, q, k, v) -> Direct:
 # ---------------------------------------------------------------- cuDNN frontend, by hand
 
 
-def cudnn_direct(mask, q, k, v) -> Direct:
+def cudnn_direct(mask, q, k, v, deterministic: bool = False) -> Direct:
     """A forward graph with stats and a backward graph, as cudnn-frontend's own SDPA samples write them."""
     import cudnn
 
@@ -256,8 +288,9 @@ def cudnn_direct(mask, q, k, v) -> Direct:
     bg = new_graph()
     bq, bk, bv, bo, bdo = (tensor(bg, n, h) for n, h in (("q", hq), ("k", hkv), ("v", hkv), ("o", hq), ("dO", hq)))
     bstats = bg.tensor(name="stats", dim=[b, hq, s, 1], stride=[hq * s, s, 1, 1], data_type=cudnn.data_type.FLOAT)
+    det = {"use_deterministic_algorithm": True} if deterministic else {}
     bdq, bdk, bdv = bg.sdpa_backward(name="sdpa_backward", q=bq, k=bk, v=bv, o=bo, dO=bdo, stats=bstats,
-                                     attn_scale=scale, **bounds)
+                                     attn_scale=scale, **bounds, **det)
     for t, h in ((bdq, hq), (bdk, hkv), (bdv, hkv)):
         t.set_output(True).set_dim([b, h, s, d]).set_stride(strides(h)).set_data_type(dt)
     bws = build(bg)
@@ -307,9 +340,156 @@ def nsa_direct(mask, q, k, v) -> Direct:
     return lambda q, k, v: parallel_nsa(q, k, v, block_indices=indices, block_counts=width, block_size=block)
 
 
-def direct_refusal(kernel: str, mask) -> str | None:
+def fa2_library() -> str:
+    """'flash_attn' where the package is installed (the fa2 plugin then runs it), else 'torch'."""
+    import importlib.util
+    import os
+
+    forced = os.environ.get("LONGCA_FA2_BACKEND", "").strip()
+    if forced in ("flash_attn", "torch"):
+        return forced
+    found = importlib.util.find_spec("flash_attn_2_cuda") and importlib.util.find_spec("flash_attn")
+    return "flash_attn" if found else "torch"
+
+
+def _quantize(x, fp8):
+    """Per-tensor scaled FP8 copy of x and its (1, 1, 1, 1) float32 descale (amax / the format's largest value)."""
+    amax = x.detach().abs().amax().float().clamp_min(1e-12)
+    descale = (amax / torch.finfo(fp8).max).reshape(1, 1, 1, 1)
+    return (x.detach().float() / descale.reshape(())).to(fp8), descale
+
+
+def cudnn_fp8_direct(mask, q, k, v, dtype: str, deterministic: bool = False) -> Direct:
+    """cudnn-frontend's FP8 SDPA written as its own FP8 samples do (sdpa_fp8 / sdpa_fp8_backward), dense,
+    full or causal, with the same recipe as the plugin: per-tensor input scales made here (untimed),
+    probabilities scaled by the format's largest value, bfloat16 outputs, dO quantized in the backward,
+    dP's scale from one calibration backward with half headroom."""
+    import cudnn
+
+    fp8 = getattr(torch, dtype)
+    b, s, hq, d = q.shape
+    hkv, dv = k.shape[2], v.shape[3]
+    causal, scale, largest = mask.name == "causal", 1.0 / math.sqrt(d), torch.finfo(fp8).max
+    handle = cudnn.create_handle()
+    it = {torch.float8_e4m3fn: cudnn.data_type.FP8_E4M3, torch.float8_e5m2: cudnn.data_type.FP8_E5M2}[fp8]
+    ot = cudnn.data_type.BFLOAT16
+    f32 = cudnn.data_type.FLOAT
+
+    def st(h, dim):
+        return [s * h * dim, dim, h * dim, 1]
+
+    def graph():
+        return cudnn.pygraph(io_data_type=it, intermediate_data_type=f32, compute_data_type=f32, handle=handle)
+
+    def one(g, name):
+        return g.tensor(name=name, dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=f32)
+
+    def out(t, dims, stride, dt):
+        t.set_output(True).set_dim(dims).set_stride(stride).set_data_type(dt)
+
+    def build(g):
+        g.validate()
+        g.build_operation_graph()
+        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        g.check_support()
+        g.build_plans()
+        return torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device=q.device)
+
+    fg = graph()
+    fq = fg.tensor(name="q", dim=[b, hq, s, d], stride=st(hq, d), data_type=it)
+    fk = fg.tensor(name="k", dim=[b, hkv, s, d], stride=st(hkv, d), data_type=it)
+    fv = fg.tensor(name="v", dim=[b, hkv, s, dv], stride=st(hkv, dv), data_type=it)
+    fsc = {n: one(fg, n) for n in ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")}
+    fo, fstats, famax_s, famax_o = fg.sdpa_fp8(q=fq, k=fk, v=fv, **fsc, generate_stats=True, attn_scale=scale,
+                                               use_causal_mask=causal)
+    out(fo, [b, hq, s, dv], st(hq, dv), ot)
+    out(fstats, [b, hq, s, 1], [hq * s, s, 1, 1], f32)
+    for a in (famax_s, famax_o):
+        out(a, [1, 1, 1, 1], [1, 1, 1, 1], f32)
+    fws = build(fg)
+    bg = graph()
+    bt = {"q": bg.tensor(name="q", dim=[b, hq, s, d], stride=st(hq, d), data_type=it),
+          "k": bg.tensor(name="k", dim=[b, hkv, s, d], stride=st(hkv, d), data_type=it),
+          "v": bg.tensor(name="v", dim=[b, hkv, s, dv], stride=st(hkv, dv), data_type=it),
+          "o": bg.tensor(name="o", dim=[b, hq, s, dv], stride=st(hq, dv), data_type=ot),
+          "dO": bg.tensor(name="dO", dim=[b, hq, s, dv], stride=st(hq, dv), data_type=it),
+          "stats": bg.tensor(name="stats", dim=[b, hq, s, 1], stride=[hq * s, s, 1, 1], data_type=f32)}
+    names = ("descale_q", "descale_k", "descale_v", "descale_o", "descale_dO", "descale_s", "descale_dP", "scale_s",
+             "scale_dQ", "scale_dK", "scale_dV", "scale_dP")
+    bsc = {n: one(bg, n) for n in names}
+    det = {"use_deterministic_algorithm": True} if deterministic else {}
+    *grads, amax_dq, amax_dk, amax_dv, amax_dp = bg.sdpa_fp8_backward(
+        q=bt["q"], k=bt["k"], v=bt["v"], o=bt["o"], dO=bt["dO"], stats=bt["stats"], **bsc, attn_scale=scale,
+        use_causal_mask=causal, **det)
+    for g_, h, dim in zip(grads, (hq, hkv, hkv), (d, d, dv), strict=True):
+        out(g_, [b, h, s, dim], st(h, dim), ot)
+    for a in (amax_dq, amax_dk, amax_dv, amax_dp):
+        out(a, [1, 1, 1, 1], [1, 1, 1, 1], f32)
+    bws = build(bg)
+
+    def full(x):
+        return torch.full((1, 1, 1, 1), float(x), dtype=torch.float32, device=q.device)
+
+    (q8, dq_), (k8, dk_), (v8, dv_) = (_quantize(x, fp8) for x in (q, k, v))
+    values = {"descale_q": dq_, "descale_k": dk_, "descale_v": dv_, "descale_s": full(1 / largest),
+              "scale_s": full(largest), "scale_o": full(1), "descale_o": full(1), "scale_dQ": full(1),
+              "scale_dK": full(1), "scale_dV": full(1), "scale_dP": full(1), "descale_dP": full(1)}
+
+    def stream():
+        cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
+
+    def forward():
+        o = torch.empty(b, s, hq, dv, dtype=torch.bfloat16, device=q.device)
+        stats = torch.empty(b, hq, s, 1, dtype=torch.float32, device=q.device)
+        amax = [torch.empty(1, 1, 1, 1, device=q.device) for _ in range(2)]
+        stream()
+        fg.execute({fq: q8, fk: k8, fv: v8, fo: o, fstats: stats, famax_s: amax[0], famax_o: amax[1],
+                    **{fsc[n]: values[n] for n in fsc}}, fws, handle=handle)
+        return o, stats
+
+    def backward(o, stats, do):
+        do8, do_descale = _quantize(do, fp8)
+        dq, dk, dv = (torch.empty(x.shape, dtype=torch.bfloat16, device=x.device) for x in (q8, k8, v8))
+        amax = [torch.empty(1, 1, 1, 1, device=q.device) for _ in range(4)]
+        stream()
+        pack = {bt["q"]: q8, bt["k"]: k8, bt["v"]: v8, bt["o"]: o, bt["dO"]: do8.contiguous(), bt["stats"]: stats,
+                **{bsc[n]: values[n] for n in names if n != "descale_dO"}, bsc["descale_dO"]: do_descale,
+                grads[0]: dq, grads[1]: dk, grads[2]: dv, amax_dq: amax[0], amax_dk: amax[1], amax_dv: amax[2],
+                amax_dp: amax[3]}
+        bg.execute(pack, bws, handle=handle)
+        return dq, dk, dv, amax[3]
+
+    if q.requires_grad:  # dP's scale from one calibration backward, as the plugin's prepare sets it
+        o, stats = forward()
+        amax = float(backward(o, stats, torch.randn_like(o))[3].item()) or 1.0
+        values.update(scale_dP=full(largest / amax * 0.5), descale_dP=full(amax / largest / 0.5))
+
+    class Attention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v):
+            o, stats = forward()
+            ctx.save_for_backward(o, stats)
+            return o
+
+        @staticmethod
+        def backward(ctx, do):
+            o, stats = ctx.saved_tensors
+            return backward(o, stats, do)[:3]
+
+    return Attention.apply
+
+
+def direct_refusal(kernel: str, mask, deterministic: bool = False, fp8: bool = False) -> str | None:
     """Why this script has no direct call of `kernel` for `mask` (decided before any tensor is made), or None."""
     one_call = _window(mask) is not None
+    if fp8 and kernel not in ("fa3", "cudnn"):
+        return f"n/a: no hand-written FP8 call of {kernel!r} here"
+    if fp8 and kernel == "cudnn" and mask.name not in ("full", "causal"):
+        return "n/a: the FP8 graphs (plugin and direct) are dense: full and causal"
+    if kernel == "fa2" and fa2_library() == "flash_attn":
+        return None if one_call else "n/a: no one-call form in the library (the plugin merges several calls)"
+    if deterministic and kernel in ("flex", "flex-fa4", "sdpa", "fa2"):
+        return f"n/a: {kernel} (as called here) takes no deterministic flag"
     if kernel in ("flex", "flex-fa4"):
         return None
     if kernel in ("fa3", "fa4") and not one_call:
@@ -327,9 +507,11 @@ def direct_refusal(kernel: str, mask) -> str | None:
     return None
 
 
-def make_direct(kernel: str, mask, q, k, v) -> Direct | str:
+def make_direct(kernel: str, mask, q, k, v, problem: Problem | None = None) -> Direct | str:
     """The hand-written call, or why there is none (`direct_refusal`, or fa2's GQA check on this torch)."""
-    refusal = direct_refusal(kernel, mask)
+    deterministic = bool(problem and problem.deterministic)
+    fp8 = problem.dtype if problem is not None and problem.fp8 else None
+    refusal = direct_refusal(kernel, mask, deterministic, bool(fp8))
     if refusal:
         return refusal
     if kernel == "flex":
@@ -337,14 +519,18 @@ def make_direct(kernel: str, mask, q, k, v) -> Direct | str:
     if kernel == "flex-fa4":
         return flex_direct(mask, q, k, v, {"BACKEND": "FLASH"})
     if kernel in ("fa3", "fa4"):
-        return flash_direct(kernel, mask, q, k, v)
+        return flash_direct(kernel, mask, q, k, v, deterministic, fp8)
     if kernel == "fa2":
+        if fa2_library() == "flash_attn":
+            return flash_direct("fa2", mask, q, k, v, deterministic)
         return fa2_direct(mask, q, k, v)
     if kernel == "sdpa":
         return sdpa_direct(mask, q, k, v)
     if kernel == "nsa":
         return nsa_direct(mask, q, k, v)
-    return cudnn_direct(mask, q, k, v)
+    if fp8:
+        return cudnn_fp8_direct(mask, q, k, v, fp8, deterministic)
+    return cudnn_direct(mask, q, k, v, deterministic)
 
 
 # ---------------------------------------------------------------- measuring
@@ -364,21 +550,25 @@ def measure(kernel: str, mask_name: str, seqlen: int, direction: str, args, warm
     """One case: plugin and direct (and `--against`), timed alternately; `warm_only`: run each once, no timing."""
     registry = get_registry()
     hq, hkv = parse_heads(args.heads)
-    problem = Problem(kernel=kernel, mask=mask_name, seqlen=seqlen, heads_q=hq, heads_kv=hkv, head_dim=args.head_dim,
-                      dtype=args.dtype, direction=direction, device=args.device, sampler=args.sampler)
     row: dict[str, Any] = {"kernel": kernel, "mask": mask_name, "seqlen": seqlen, "direction": direction,
-                           "heads": args.heads, "head_dim": args.head_dim, "dtype": args.dtype}
+                           "heads": args.heads, "head_dim": args.head_dim, "head_dim_v": args.head_dim_v,
+                           "dtype": args.dtype, "deterministic": args.deterministic}
+    if args.deterministic and direction == "fwd":
+        return {**row, "status": "n/a", "reason": "the forward is deterministic: --deterministic times backwards"}
+    problem = Problem(kernel=kernel, mask=mask_name, seqlen=seqlen, heads_q=hq, heads_kv=hkv, head_dim=args.head_dim,
+                      head_dim_v=args.head_dim_v, dtype=args.dtype, direction=direction, device=args.device,
+                      sampler=args.sampler, deterministic=args.deterministic)
     spec = registry.kernel(kernel)
     reason = unsupported_reason(spec, problem, registry)
     if reason:
         return {**row, "status": "unsupported", "reason": reason}
     row["backend"] = spec.backend()
     mask = build_mask(problem, 0, registry)
-    refusal = direct_refusal(kernel, mask)
+    refusal = direct_refusal(kernel, mask, problem.deterministic, problem.fp8)
     if refusal:
         return {**row, "status": "n/a", "reason": refusal}
     q, k, v = make_inputs(problem, 0, requires_grad=direction != "fwd")
-    direct = make_direct(kernel, mask, q, k, v)
+    direct = make_direct(kernel, mask, q, k, v, problem)
     if isinstance(direct, str):
         return {**row, "status": "n/a", "reason": direct}
     calls = {"plugin": functools.partial(spec.run, spec.prepare(problem, mask, q, k, v)), "direct": direct}
@@ -412,7 +602,7 @@ def measure(kernel: str, mask_name: str, seqlen: int, direction: str, args, warm
             calls[name].extend(t)
     ms = {name: statistics.median(t) for name, t in calls.items()}
     row["calls_per_side"] = len(calls["plugin"])
-    flops = attention_flops(mask.area, hq, args.head_dim, 1, direction)
+    flops = attention_flops(mask.area, hq, args.head_dim, 1, direction, args.head_dim_v)
     row.update(status="ok", plugin_ms=ms["plugin"], direct_ms=ms["direct"], ratio=ms["direct"] / ms["plugin"],
                plugin_rounds_ms=times["plugin"], direct_rounds_ms=times["direct"],
                plugin_tflops=flops / (ms["plugin"] * 1e-3) / 1e12, direct_tflops=flops / (ms["direct"] * 1e-3) / 1e12)
@@ -482,8 +672,13 @@ def main() -> None:
     parser.add_argument("--seqlens", default="16k,32k")
     parser.add_argument("--directions", default="fwd,bwd")
     parser.add_argument("--heads", default="64:8")
-    parser.add_argument("--head-dim", type=int, default=128)
-    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--head-dim", type=int, default=128, help="Q/K head dim (V's too unless --head-dim-v)")
+    parser.add_argument("--head-dim-v", type=int, default=None, help="V's head dim, e.g. 128 with --head-dim 192")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="the backward through each library's deterministic algorithm (fwd cases skipped)")
+    parser.add_argument("--dtype", default="bfloat16",
+                        help="bfloat16, float16, or fp8 / fp8_e5m2 (fa3's FP8 forward; cudnn's FP8 forward and "
+                             "backward)")
     parser.add_argument("--sampler", default="auto")
     parser.add_argument("--device", default="cuda", help="cuda; cpu only tests this script (flex forward, sdpa)")
     parser.add_argument("--warmup", type=int, default=2)

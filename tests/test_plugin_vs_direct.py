@@ -89,3 +89,23 @@ def test_nsa_direct_selection_is_the_mask(monkeypatch):
     want, _ = forward_lse(q, k, v, mask)
     assert seen == {"width": 8, "counts": 8}
     assert float((got - want).norm() / want.norm()) < 1e-5
+
+
+def test_cpu_run_with_v_of_its_own_head_dim_and_deterministic_rows(tmp_path, monkeypatch):
+    """--head-dim-v reaches both sides (flex and sdpa take V of its own head dim); --deterministic skips
+    forwards and says n/a where the hand-written call has no deterministic flag."""
+    pvd = _module()
+    base = ["plugin_vs_direct", "--device", "cpu", "--kernels", "flex,sdpa", "--masks", "causal", "--seqlens", "128",
+            "--heads", "4:2", "--head-dim", "32", "--head-dim-v", "16", "--dtype", "float32", "--warmup", "0",
+            "--repeat", "1", "--rounds", "1"]
+    monkeypatch.setattr(sys, "argv", [*base, "--directions", "fwd", "--out", str(tmp_path / "dv")])
+    pvd.main()
+    rows = {r["kernel"]: r for r in map(json.loads, (tmp_path / "dv" / "rows.jsonl").read_text().splitlines())}
+    assert rows["flex"]["status"] == rows["sdpa"]["status"] == "ok"
+    assert rows["flex"]["head_dim_v"] == 16 and rows["flex"]["rel_diff"] < 1e-6 and rows["sdpa"]["rel_diff"] < 1e-5
+    monkeypatch.setattr(sys, "argv", [*base, "--directions", "fwd,bwd", "--deterministic", "--out",
+                                      str(tmp_path / "det")])
+    pvd.main()
+    rows = [json.loads(line) for line in (tmp_path / "det" / "rows.jsonl").read_text().splitlines()]
+    assert {r["direction"]: r["status"] for r in rows if r["kernel"] == "flex"} == {"fwd": "n/a", "bwd": "unsupported"}
+    assert all(r["deterministic"] for r in rows)

@@ -104,11 +104,16 @@ PROBLEM_FIELDS = ("kernel", "strategy", "world_size", "mask", "mask_params", "sa
                   "strategy_options")
 
 
+# problem fields added later: part of a row's key only where set, so older folders keep their keys
+NEW_FIELDS = (("head_dim_v", None), ("deterministic", False))
+
+
 def problem_key(row: Row) -> str:
     """The case as its problem fields say (stable across longca versions, unlike `case_id`), and
     whether it was simulated."""
-    return ("sim:" if is_simulated(row) else "") + json.dumps([row.get(k) for k in PROBLEM_FIELDS], sort_keys=True,
-                                                               default=str)
+    fields = [row.get(k) for k in PROBLEM_FIELDS]
+    fields += [[k, row.get(k)] for k, default in NEW_FIELDS if row.get(k, default) != default]  # old keys unchanged
+    return ("sim:" if is_simulated(row) else "") + json.dumps(fields, sort_keys=True, default=str)
 
 
 def case_key(row: Row) -> Any:
@@ -192,7 +197,15 @@ def is_unchecked(row: Row) -> bool:
 
 
 def base_label(row: Row) -> str:
-    return row["kernel"] if not row.get("strategy") else f"{row['strategy']}/{row['kernel']}"
+    """kernel (or strategy/kernel); `(det)` for a deterministic backward, a column beside the default one."""
+    label = row["kernel"] if not row.get("strategy") else f"{row['strategy']}/{row['kernel']}"
+    return label + (" (det)" if row.get("deterministic") else "")
+
+
+def head_dims_label(row: Row) -> Any:
+    """The row's head_dim, or `192/128` where V's head dim differs."""
+    dv = row.get("head_dim_v")
+    return row["head_dim"] if dv is None or dv == row["head_dim"] else f"{row['head_dim']}/{dv}"
 
 
 def _distinguishing_words(backends: list[str]) -> dict[str, str]:
@@ -304,7 +317,7 @@ class Table:
 
 
 def table_key(row: Row) -> tuple:
-    return (row["direction"], heads_label(row), row["head_dim"], row["dtype"], bool(row.get("strategy")),
+    return (row["direction"], heads_label(row), head_dims_label(row), row["dtype"], bool(row.get("strategy")),
             row.get("world_size") or 1)
 
 
@@ -326,6 +339,28 @@ def tables(rows: list[Row]) -> list[Table]:
                     by_col[c] = r
         direction, heads, head_dim, dtype, cp, world_size = key
         out.append(Table(direction, heads, head_dim, dtype, cp, world_size, columns, cells))
+    return out
+
+
+def deterministic_overhead(rows: list[Row]) -> list[dict[str, Any]]:
+    """Each ok deterministic-backward row beside the same case's default row: the ratio of their median
+    times (deterministic / default; 1.10 = 10% slower), per kernel, mask, length, direction and shape."""
+    def key(r: Row) -> tuple:
+        return (r["kernel"], r.get("strategy"), mask_label(r), r["seqlen"], r["direction"], heads_label(r),
+                head_dims_label(r), r["dtype"], r.get("batch", 1), r.get("backend"), is_simulated(r))
+
+    ok = [r for r in rows if r.get("status") == "ok" and r.get("ms_median")]
+    default = {key(r): r for r in ok if not r.get("deterministic")}
+    out = []
+    for r in ok:
+        base = default.get(key(r)) if r.get("deterministic") else None
+        if base is not None:
+            out.append({"kernel": base_label(base), "mask": mask_label(r), "seqlen": r["seqlen"],
+                        "direction": r["direction"], "heads": heads_label(r), "head_dim": head_dims_label(r),
+                        "dtype": r["dtype"], "ms_default": base["ms_median"], "ms_deterministic": r["ms_median"],
+                        "ratio": r["ms_median"] / base["ms_median"], "row": r, "default_row": base})
+    out.sort(key=lambda c: (c["direction"], c["heads"], str(c["head_dim"]), c["dtype"], c["kernel"], c["mask"],
+                            c["seqlen"]))
     return out
 
 

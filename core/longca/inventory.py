@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from .plugins import Registry
+from .specs import head_dims_text
 
 
 def _availability(spec) -> tuple[bool, str]:
@@ -26,7 +27,9 @@ def kernel_rows(registry: Registry) -> list[dict[str, Any]]:
             "name": name, "family": spec.family, "distribution": entry.plugin.distribution,
             "version": entry.plugin.version, "available": available, "reason": reason,
             "backward": spec.backward, "masks": registry.claimed_masks(spec.masks), "dtypes": list(spec.dtypes),
-            "head_dims": list(spec.head_dims) if spec.head_dims else "any", "gqa": spec.gqa,
+            "head_dims": head_dims_text(spec.head_dims), "gqa": spec.gqa,
+            "deterministic": spec.deterministic if isinstance(spec.deterministic, bool) else False,
+            "deterministic_reason": spec.deterministic if isinstance(spec.deterministic, str) else None,
             "devices": list(spec.devices),
             "min_compute_capability": ".".join(map(str, spec.min_compute_capability or ())) or None,
             "needs": hardware_needed(spec),

@@ -19,11 +19,12 @@ ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 def tensor_bytes(problem: Problem) -> int:
     """q, k, v and the output; with a backward also dq, dk, dv and the output gradient."""
-    e = ELEMENT_BYTES[problem.dtype]
-    q = problem.batch * problem.seqlen * problem.heads_q * problem.head_dim * e
-    kv = 2 * problem.batch * problem.seqlen * problem.heads_kv * problem.head_dim * e
+    e = ELEMENT_BYTES[problem.input_dtype]  # FP8 problems hold their bfloat16 inputs (and the FP8 copies: less)
+    tokens = problem.batch * problem.seqlen
+    q, out = (tokens * problem.heads_q * d * e for d in (problem.head_dim, problem.dv))
+    kv = tokens * problem.heads_kv * (problem.head_dim + problem.dv) * e
     lse = problem.batch * problem.heads_q * problem.seqlen * 4
-    total = 2 * q + kv + lse
+    total = q + out + kv + lse
     return total * 2 if problem.direction != "fwd" else total
 
 

@@ -35,6 +35,10 @@ _RTX_BW_WP = ("NVIDIA RTX Blackwell GPU Architecture whitepaper, GeForce RTX 509
               "TFLOPS dense with FP16 accumulate (838 with sparsity), FP8 838 dense; the upper figure is kept, so "
               "of-datasheet may read low for FP32-accumulate kernels but the gate never fires wrongly")
 
+# an FP8 problem's peak: torch._scaled_mm of two e4m3 operands, for e5m2 too (cuBLASLt takes no e5m2 x e5m2
+# product; Hopper and Blackwell datasheets give one FP8 rate for both formats)
+FP8_MATMUL = {"float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e4m3fn"}
+
 # model -> dtype -> dense TFLOP/s. Not the "with sparsity" figures datasheets print first.
 DATASHEET: dict[str, dict[str, Datasheet]] = {
     "H100 SXM": {"bfloat16": Datasheet(989.4, _H100_WP), "float16": Datasheet(989.4, _H100_WP),
@@ -80,20 +84,53 @@ def gpu_model(name: str | None) -> str | None:
 
 
 def datasheet(gpu_name: str | None, dtype: str) -> Datasheet | None:
-    """The dense datasheet figure for this GPU and dtype, None where the table has none."""
+    """The dense datasheet figure for this GPU and dtype, None where the table has none (both FP8 formats
+    read the one "FP8" figure datasheets print)."""
     model = gpu_model(gpu_name)
-    return DATASHEET.get(model or "", {}).get(dtype)
+    return DATASHEET.get(model or "", {}).get("float8" if dtype.startswith("float8") else dtype)
 
 
 def _dtype(name: str):
     import torch
 
-    return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[name]
+    return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32,
+            "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}[name]
 
 
 def _product(a: Any, b: Any) -> Callable[[], Any]:
     """The timed call of one matmul shape, bound to its own operands."""
     return lambda: a @ b
+
+
+def _operands(n: int, name: str, dev) -> tuple[Any, Any]:
+    """Two n x n operands of a dtype; FP8 ones as torch._scaled_mm takes them (the second column-major)."""
+    import torch
+
+    if name not in FP8_MATMUL:
+        return torch.randn(n, n, device=dev, dtype=_dtype(name)), torch.randn(n, n, device=dev, dtype=_dtype(name))
+    dtype = _dtype(FP8_MATMUL[name])
+    return (torch.randn(n, n, device=dev).to(dtype), torch.randn(n, n, device=dev).to(dtype).t())
+
+
+def _call(name: str, a: Any, b: Any) -> Callable[[], Any]:
+    """The timed matmul: `a @ b`, or for FP8 `torch._scaled_mm` with unit scales and a bfloat16 output (what
+    FP8 attention kernels accumulate into)."""
+    if name not in FP8_MATMUL:
+        return _product(a, b)
+    import torch
+
+    one = torch.ones((), dtype=torch.float32, device=a.device)
+    return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+
+def _fp8_refusal(name: str, dev) -> str | None:
+    """Why this device cannot time an FP8 matmul (torch._scaled_mm raises), or None."""
+    try:
+        a, b = _operands(32, name, dev)
+        _call(name, a, b)()
+    except Exception as exc:  # noqa: BLE001 - whatever the device or build refuses: no FP8 peak here
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
 
 
 def measure(device: str, dtypes: Sequence[str] = ("bfloat16",), shapes: Sequence[int] | None = None,
@@ -110,16 +147,16 @@ def measure(device: str, dtypes: Sequence[str] = ("bfloat16",), shapes: Sequence
     shapes = tuple(shapes or (CUDA_SHAPES if dev.type == "cuda" else CPU_SHAPES))
     out: dict[str, dict[str, Any]] = {}
     for name in dict.fromkeys(dtypes):
-        dtype = _dtype(name)
+        if name in FP8_MATMUL and _fp8_refusal(name, dev):
+            continue  # no FP8 matmul on this device or build: FP8 rows get no of-peak figure
         best: tuple[float, int] | None = None
-        warm_a = torch.randn(shapes[0], shapes[0], device=dev, dtype=dtype)
+        warm = _call(name, *_operands(shapes[0], name, dev))
         deadline = time.perf_counter() + warm_seconds
         while time.perf_counter() < deadline:
-            warm_a @ warm_a
+            warm()
             synchronize(dev)
         for n in shapes:
-            pair = (torch.randn(n, n, device=dev, dtype=dtype), torch.randn(n, n, device=dev, dtype=dtype))
-            median, _, _ = summarize(time_ms(_product(*pair), dev, warmup=2, repeat=repeat))
+            median, _, _ = summarize(time_ms(_call(name, *_operands(n, name, dev)), dev, warmup=2, repeat=repeat))
             tflops = 2 * n ** 3 / (median * 1e-3) / 1e12
             if best is None or tflops > best[0]:
                 best = (tflops, n)

@@ -40,6 +40,7 @@ from .specs import (
     ANY_BLOCK_SPARSE,
     ANY_MASK,
     ANY_STATIC,
+    FP8_DTYPES,
     BackwardFn,
     CPStrategySpec,
     Device,
@@ -47,10 +48,12 @@ from .specs import (
     DType,
     Family,
     ForwardFn,
+    HeadDims,
     KernelSpec,
     MaskKind,
     MaskSpec,
     SamplerSpec,
+    head_dims_text,
 )
 
 # name -> (module, attribute): loaded on first use (they import torch, numpy-heavy modules, the
@@ -79,6 +82,7 @@ _LAZY = {
     # FlashAttention-style planning (longca-flashplan): slices -> varlen calls with windows, lse merged
     "FlashAdapter": ("longca_flashplan.family", "FlashAdapter"),
     "flash_kernel": ("longca_flashplan.family", "flash_kernel"),
+    "library_public_for": ("longca_flashplan.family", "library_public_for"),
     "public_attention": ("longca_flashplan.family", "public_attention"),
     "FA_HEAD_DIMS": ("longca_flashplan.family", "FA_HEAD_DIMS"),
     "FA_MASKS": ("longca_flashplan.kernel", "FA_MASKS"),
@@ -138,11 +142,17 @@ _LAZY = {
     "TOLERANCE": ("longca.measure", "TOLERANCE"),
     "RunOptions": ("longca.measure", "RunOptions"),
     "run_problem": ("longca.measure", "run_problem"),
+    "seeded_dout": ("longca.measure", "seeded_dout"),
+    "tolerance_for": ("longca.measure", "tolerance_for"),
+    # FP8 (docs/fp8.md): per-tensor scaled copies of the bfloat16 inputs, made in prepare
+    "quantize_fp8": ("longca.fp8", "quantize_fp8"),
+    "dequantize_fp8": ("longca.fp8", "dequantize_fp8"),
+    "ask_deterministic": ("longca_flashplan.kernel", "ask_deterministic"),
 }
 
 __all__ = [
     "hookimpl", "KernelSpec", "MaskSpec", "SamplerSpec", "CPStrategySpec", "ForwardFn", "BackwardFn",
-    "DType", "Device", "Direction", "Family", "MaskKind",
+    "DType", "Device", "Direction", "Family", "MaskKind", "HeadDims", "head_dims_text", "FP8_DTYPES",
     "ANY_STATIC", "ANY_BLOCK_SPARSE", "ANY_MASK", "Mask", "MaskContext", "BlockSparseLayout",
     "FULL", "CAUSAL", "INV_CAUSAL", "BI_CAUSAL", "TYPE_NAMES", "EMPTY", "PARTIAL", "FULL_BLOCK",
     "slices_array", "band_to_slices", "block_map", "crop", "dense", "normalize", "slices_area", "flashmask_bounds",

@@ -14,7 +14,12 @@ from .plugins import Registry, get_registry
 
 DIRECTIONS = ("fwd", "bwd", "fwdbwd")
 TORCH_DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
-                "half": "float16", "float32": "float32", "fp32": "float32", "float": "float32"}
+                "half": "float16", "float32": "float32", "fp32": "float32", "float": "float32",
+                "float8_e4m3fn": "float8_e4m3fn", "fp8": "float8_e4m3fn", "fp8_e4m3": "float8_e4m3fn",
+                "float8_e5m2": "float8_e5m2", "fp8_e5m2": "float8_e5m2"}
+FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
+# fields added after result folders existed: left out of `key()` at their default, so old case ids stay
+NEW_FIELDS_DEFAULTS: dict[str, Any] = {"head_dim_v": None, "deterministic": False}
 
 
 @dataclass(frozen=True)
@@ -38,28 +43,64 @@ class Problem:
     strategy: str | None = None
     world_size: int = 1
     strategy_options: dict[str, Any] = field(default_factory=dict)
+    # V's (and the output's) head dim when it differs from Q/K's `head_dim` (MLA-style 192/128); None: the same
+    head_dim_v: int | None = None
+    # the backward through the kernel's deterministic algorithm (KernelSpec.deterministic)
+    deterministic: bool = False
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:
             raise LongcaError(f"unknown direction {self.direction!r}; known: {', '.join(DIRECTIONS)}")
         if self.dtype not in TORCH_DTYPES:
-            raise LongcaError(f"unknown dtype {self.dtype!r}; known: bfloat16, float16, float32")
+            raise LongcaError(f"unknown dtype {self.dtype!r}; known: bfloat16, float16, float32, float8_e4m3fn "
+                              f"(fp8, fp8_e4m3), float8_e5m2 (fp8_e5m2)")
         object.__setattr__(self, "dtype", TORCH_DTYPES[self.dtype])
         if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
             raise LongcaError(f"unknown device {self.device!r}; expected cpu or cuda")
         for name in ("seqlen", "heads_q", "heads_kv", "head_dim", "batch", "world_size"):
             if int(getattr(self, name)) <= 0:
                 raise LongcaError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.head_dim_v is not None:
+            if isinstance(self.head_dim_v, bool) or not isinstance(self.head_dim_v, int) or self.head_dim_v <= 0:
+                raise LongcaError(f"head_dim_v must be a positive integer, got {self.head_dim_v!r}")
+            if self.head_dim_v == self.head_dim:  # one spelling per case: the same head dim is None
+                object.__setattr__(self, "head_dim_v", None)
+        if not isinstance(self.deterministic, bool):
+            raise LongcaError(f"deterministic must be true or false, got {self.deterministic!r}")
+        if self.deterministic and self.direction == "fwd":
+            raise LongcaError("deterministic applies to the backward (the forward is deterministic); "
+                              "use direction bwd or fwdbwd")
         if not isinstance(self.seed, int) or self.seed < 0:
             raise LongcaError(f"seed must be a non-negative integer, got {self.seed!r}")
         if self.heads_q % self.heads_kv:
             raise LongcaError(f"heads {self.heads_q}:{self.heads_kv}: query heads must be a multiple of KV heads")
 
     @property
+    def dv(self) -> int:
+        """V's head dim: `head_dim_v`, else `head_dim`."""
+        return self.head_dim_v or self.head_dim
+
+    @property
+    def head_dims_label(self) -> str:
+        """`128`, or `192/128` when V's head dim differs."""
+        return str(self.head_dim) if self.head_dim_v is None else f"{self.head_dim}/{self.head_dim_v}"
+
+    @property
+    def fp8(self) -> bool:
+        return self.dtype in FP8_DTYPES
+
+    @property
+    def input_dtype(self) -> str:
+        """The dtype of the inputs longca makes: bfloat16 for an FP8 problem (the kernel quantizes them
+        in `prepare`, `quantize_fp8`), else the problem's dtype."""
+        return "bfloat16" if self.fp8 else self.dtype
+
+    @property
     def torch_dtype(self):
+        """The torch dtype of the inputs (`input_dtype`)."""
         import torch
 
-        return getattr(torch, self.dtype)
+        return getattr(torch, self.input_dtype)
 
     @property
     def device_type(self) -> str:
@@ -70,7 +111,8 @@ class Problem:
 
     def key(self) -> str:
         """Identity of the case, used by --resume to skip what is done."""
-        fields = {k: v for k, v in asdict(self).items()}
+        fields = {k: v for k, v in asdict(self).items()
+                  if not (k in NEW_FIELDS_DEFAULTS and v == NEW_FIELDS_DEFAULTS[k])}
         return json.dumps(fields, sort_keys=True, default=str)
 
 
@@ -148,12 +190,14 @@ def build_mask(problem: Problem, sample: int = 0, registry: Registry | None = No
 
 
 def make_inputs(problem: Problem, sample: int = 0, requires_grad: bool = False):
-    """Seeded random q, k, v (B, S, H, D) in the problem's dtype on its device."""
+    """Seeded random q, k (B, S, H, head_dim) and v (B, S, Hkv, dv) in the problem's input dtype
+    (bfloat16 for FP8 problems: the same tensors as the bfloat16 problem) on its device."""
     import torch
 
     gen = torch.Generator(device="cpu").manual_seed(problem.seed * 1000003 + sample)
-    shapes = [(problem.batch, problem.seqlen, h, problem.head_dim)
-              for h in (problem.heads_q, problem.heads_kv, problem.heads_kv)]
+    shapes = [(problem.batch, problem.seqlen, h, d)
+              for h, d in ((problem.heads_q, problem.head_dim), (problem.heads_kv, problem.head_dim),
+                           (problem.heads_kv, problem.dv))]
     return [seeded_normal(problem, shape, gen).requires_grad_(requires_grad) for shape in shapes]
 
 

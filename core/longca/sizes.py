@@ -1,4 +1,4 @@
-"""Parsing of the size notations the CLI and sweep specs accept: `8k`, `8K`, `8192`, `64:8`."""
+"""Parsing of the size notations the CLI and sweep specs accept: `8k`, `8K`, `8192`, `64:8`, `192/128`."""
 from __future__ import annotations
 
 import re
@@ -41,6 +41,26 @@ def parse_heads(text: str | int) -> tuple[int, int]:
     if hq % hkv:
         raise LongcaError(f"heads {text!r}: query heads ({hq}) must be a multiple of key/value heads ({hkv})")
     return hq, hkv
+
+
+def parse_head_dims(text: str | int) -> tuple[int, int | None]:
+    """`128` -> (128, None); `192/128` or `192:128` -> (192, 128): Q/K's head dim and V's (None: the same)."""
+    parts = str(text).replace(":", "/").split("/")
+    try:
+        if len(parts) not in (1, 2) or isinstance(text, bool):
+            raise ValueError
+        d = int(parts[0])
+        dv = int(parts[1]) if len(parts) == 2 else None
+    except ValueError:
+        raise LongcaError(f"malformed head dims {text!r}; expected D or DQK/DV, e.g. 128 or 192/128") from None
+    if d <= 0 or (dv is not None and dv <= 0):
+        raise LongcaError(f"head dims must be positive, got {text!r}")
+    return d, (None if dv == d else dv)
+
+
+def format_head_dims(d: int, dv: int | None = None) -> int | str:
+    """128, or "192/128" when V's head dim differs."""
+    return d if dv is None or dv == d else f"{d}/{dv}"
 
 
 def format_size(n: int) -> str:

@@ -15,12 +15,17 @@ if TYPE_CHECKING:  # pragma: no cover
 # the closed vocabularies of the specs: mypy checks a plugin's literals, `plugins.check_spec` its values
 MaskKind = Literal["regular", "heterogeneous", "block_sparse"]
 Family = Literal["dense", "sparse"]
-DType = Literal["bfloat16", "float16", "float32"]
+DType = Literal["bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2"]
 Device = Literal["cpu", "cuda"]
 Direction = Literal["fwd", "bwd", "fwdbwd"]
 MASK_KINDS: tuple[MaskKind, ...] = ("regular", "heterogeneous", "block_sparse")
 FAMILIES: tuple[Family, ...] = ("dense", "sparse")
-DTYPES: tuple[DType, ...] = ("bfloat16", "float16", "float32")
+DTYPES: tuple[DType, ...] = ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2")
+FP8_DTYPES: tuple[DType, ...] = ("float8_e4m3fn", "float8_e5m2")
+# What a kernel that declares no dtypes runs: FP8 only where a kernel says so (it must quantize in prepare)
+DEFAULT_DTYPES: tuple[DType, ...] = ("bfloat16", "float16", "float32")
+# A kernel's head dims: d (Q/K and V both d) or a (d_qk, d_v) pair (MLA-style (192, 128))
+HeadDims = tuple[int | tuple[int, int], ...]
 DEVICES: tuple[Device, ...] = ("cpu", "cuda")
 DIRECTIONS: tuple[Direction, ...] = ("fwd", "bwd", "fwdbwd")
 # In a kernel's or strategy's `masks`: every registered mask of that group, third-party ones included
@@ -159,8 +164,9 @@ class KernelSpec:
     masks: tuple[str, ...]
     prepare: PrepareFn
     run: RunFn
-    dtypes: tuple[DType, ...] = DTYPES
-    head_dims: tuple[int, ...] | None = None  # None: any
+    dtypes: tuple[DType, ...] = DEFAULT_DTYPES
+    # the (Q/K, V) head dims it runs: d means (d, d); (192, 128) a pair; None: any pair; `supports` refines
+    head_dims: HeadDims | None = None
     gqa: bool = True
     backward: bool = True
     devices: tuple[Device, ...] = DEVICES
@@ -180,6 +186,33 @@ class KernelSpec:
     # CUDA compiles its cases first in parallel processes (longca.prewarm), a warm-up of the caches only
     compiles: bool = False
     url: str = ""
+    # a deterministic backward (Problem.deterministic): True if the kernel offers one (`prepare` reads
+    # problem.deterministic and asks its library for it); else why not, or False (the generic refusal)
+    deterministic: bool | str = False
+
+    def head_dim_pairs(self) -> list[tuple[int, int]] | None:
+        """`head_dims` as (Q/K, V) pairs, None for any."""
+        if self.head_dims is None:
+            return None
+        return [(d, d) if isinstance(d, int) else (int(d[0]), int(d[1])) for d in self.head_dims]
+
+    def takes_head_dims(self, head_dim: int, head_dim_v: int | None = None) -> bool:
+        """Whether the declared head dims include (head_dim, head_dim_v or head_dim)."""
+        pairs = self.head_dim_pairs()
+        return pairs is None or (head_dim, head_dim_v or head_dim) in pairs
+
+
+def head_dims_text(head_dims: HeadDims | None) -> str:
+    """`64, 128, 192/128`, or `any`."""
+    if head_dims is None:
+        return "any"
+    same = sorted(d for d in head_dims if isinstance(d, int))
+    step = same[1] - same[0] if len(same) > 1 else 0
+    if len(same) >= 4 and same == list(range(same[0], same[-1] + 1, step)) and same[0] == step:
+        parts = [f"multiples of {step} up to {same[-1]}"]  # fa2's 8, 16, ..., 256
+    else:
+        parts = [str(d) for d in head_dims if isinstance(d, int)]
+    return ", ".join(parts + [f"{d[0]}/{d[1]}" for d in head_dims if not isinstance(d, int)])
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 from . import procs, warnlog
 from .errors import LongcaError
-from .flops import SLOW_RATE, attention_flops
+from .flops import SLOW_RATE, problem_flops
 from .measure import RunOptions
 from .problem import Problem
 from .results import ResultRow, new_row
@@ -49,8 +49,7 @@ def default_timeout(problem: Problem, options: RunOptions) -> float:
 
     The FLOPs are those of the full S x S problem (no mask: an upper bound); calls are warm-up,
     timed, the first and peak-memory calls, and the reference check counted as three more."""
-    flops = attention_flops(float(problem.seqlen) ** 2, problem.heads_q, problem.head_dim, problem.batch,
-                            problem.direction) / max(1, problem.world_size)
+    flops = problem_flops(problem, float(problem.seqlen) ** 2) / max(1, problem.world_size)
     calls = (options.warmup + options.repeat + 2 + (3 if options.check else 0)) * options.samples
     return BASE_TIMEOUT_S + calls * flops / RATE.get(problem.device_type, RATE["cpu"])
 

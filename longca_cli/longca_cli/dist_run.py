@@ -48,6 +48,8 @@ def dist_run(
     seqlen: str = opt.Seqlen("8k", "total tokens of the global sequence (all ranks together)"),
     heads: str = opt.Heads(),
     head_dim: int = opt.HeadDim,
+    head_dim_v: int | None = opt.HeadDimV,
+    deterministic: bool = opt.Deterministic,
     batch: int = opt.Batch,
     dtype: str = opt.Dtype,
     direction: str = opt.Direction,
@@ -78,7 +80,7 @@ def dist_run(
     from longca_cp.request import dist_run as resolve_run
 
     problem = problem_from(inner, mask, seqlen, heads, head_dim, batch, dtype, direction, device, sampler, seed,
-                           mask_param, sampler_param)
+                           mask_param, sampler_param, head_dim_v=head_dim_v, deterministic=deterministic)
     asked = resolve_run(problem, strategy, parse_params(option, "--option"), nproc, backend)
     run = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check)
     rank0 = int(os.environ.get("RANK", "0")) == 0

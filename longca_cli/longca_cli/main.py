@@ -142,6 +142,8 @@ def run(
     seqlen: str = opt.Seqlen(),
     heads: str = opt.Heads(),
     head_dim: int = opt.HeadDim,
+    head_dim_v: int | None = opt.HeadDimV,
+    deterministic: bool = opt.Deterministic,
     batch: int = opt.Batch,
     dtype: str = opt.Dtype,
     direction: str = opt.Direction,
@@ -169,7 +171,7 @@ def run(
     from longca.supervisor import Supervisor
 
     problem = problem_from(kernel, mask, seqlen, heads, head_dim, batch, dtype, direction, device, sampler, seed,
-                           mask_param, sampler_param)
+                           mask_param, sampler_param, head_dim_v=head_dim_v, deterministic=deterministic)
     from longca.timing import check_timing
 
     check_timing(timing, problem.device)

@@ -18,9 +18,14 @@ def Heads(default: str = "32:32", help: str = "query:kv heads, e.g. 64:8") -> An
     return typer.Option(default, help=help)
 
 
-HeadDim = typer.Option(128, help="dimension of each head")
+HeadDim = typer.Option(128, help="dimension of each head (Q and K; V too unless --head-dim-v)")
+HeadDimV: Any = typer.Option(None, "--head-dim-v", help="V's head dim where it differs from --head-dim (MLA-style: "
+                                                        "--head-dim 192 --head-dim-v 128)")
+Deterministic = typer.Option(False, "--deterministic",
+                             help="the backward through the kernel's deterministic algorithm (bwd and fwdbwd; "
+                                  "refused by kernels without one)")
 Batch = typer.Option(1, help="sequences per call")
-Dtype = typer.Option("bfloat16", help="bfloat16, float16 or float32")
+Dtype = typer.Option("bfloat16", help="bfloat16, float16, float32, float8_e4m3fn (fp8) or float8_e5m2 (fp8_e5m2)")
 Direction = typer.Option("fwd", help="fwd, bwd or fwdbwd")
 Device: Any = typer.Option(None, help="cpu or cuda (default: cuda when present)")
 Sampler = typer.Option("auto", help="document-length sampler (see list-samplers)")

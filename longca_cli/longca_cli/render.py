@@ -135,12 +135,11 @@ def with_progress(total: int, work: Callable[[Callable], Any]) -> Any:
 
 def warn_if_large_on_cpu(problem: Any, calls: int) -> bool:
     """On a CPU, warn on stderr before a case of more than CPU_WARN_FLOPS starts; True if warned."""
-    from longca.flops import attention_flops
+    from longca.flops import problem_flops
 
     if problem.device_type != "cpu":
         return False
-    per_call = attention_flops(float(problem.seqlen) ** 2, problem.heads_q, problem.head_dim, problem.batch,
-                               problem.direction)  # the full mask: an upper bound
+    per_call = problem_flops(problem, float(problem.seqlen) ** 2)  # the full mask: an upper bound
     total = per_call * max(1, calls)
     if total <= CPU_WARN_FLOPS:
         return False

@@ -295,6 +295,9 @@ def markdown(results: Results, memory: bool = False, variation: list[dict[str, A
     eff = efficiency_markdown(analysis.scaling_efficiency(rows))
     if eff:
         out.append(eff)
+    det = deterministic_markdown(analysis.deterministic_overhead(rows))
+    if det:
+        out.append(det)
     anchors = anchors_markdown(rows)
     if anchors:
         out.append(anchors)
@@ -303,6 +306,21 @@ def markdown(results: Results, memory: bool = False, variation: list[dict[str, A
     if variation:
         out.append(variation_markdown(variation))
     return "\n".join(out).rstrip() + "\n"
+
+
+def deterministic_markdown(pairs: list[dict[str, Any]]) -> str:
+    """Deterministic backward beside the default one, per kernel and case; empty when no folder has both."""
+    if not pairs:
+        return ""
+    out = ["## Deterministic backward: overhead\n",
+           "Median time of the kernel's deterministic backward (`deterministic = true`, the `(det)` columns above) "
+           "over its default backward on the same case, lower is better (1.00 = no cost).\n"]
+    lines = [[p["kernel"], p["mask"], format_size(p["seqlen"]), p["direction"], p["heads"], str(p["head_dim"]),
+              p["dtype"], f"{p['ms_default']:.3g}", f"{p['ms_deterministic']:.3g}", f"{p['ratio']:.2f}"]
+             for p in pairs]
+    out += _md_table(["kernel", "mask", "seqlen", "direction", "heads", "head_dim", "dtype", "ms default",
+                      "ms deterministic", "ratio"], lines)
+    return "\n".join(out) + "\n"
 
 
 def memory_markdown(rows: list[Row]) -> str:
@@ -338,7 +356,8 @@ def efficiency_markdown(pairs: list[dict[str, Any]]) -> str:
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for p in pairs:
         r = p["row"]
-        groups.setdefault((r["direction"], analysis.heads_label(r), r["head_dim"], r["dtype"]), []).append(p)
+        groups.setdefault((r["direction"], analysis.heads_label(r), analysis.head_dims_label(r), r["dtype"]),
+                          []).append(p)
     for (direction, heads, d, dtype), group in groups.items():
         worlds = sorted({p["row"]["world_size"] for p in group})
         cells: dict[tuple, dict[int, dict]] = {}
@@ -369,7 +388,11 @@ CSV_EXTRA = ("simulated", "source", "column", "spread", "of_peak", "of_datasheet
 
 def write_csv(rows: list[Row], path: Path) -> None:
     """Every row with its reason; `ms_p20`/`ms_p80` and `spread` (p80/p20) give each cell's spread."""
-    columns = [c for c in dict.fromkeys([*FIELDS, *CSV_EXTRA]) if c not in ("iter_times_ms", "rel_err_detail")]
+    # fields newer than most folders appear only where a row sets them (old folders' CSVs stay as they were)
+    unset = [c for c, default in (("head_dim_v", None), ("deterministic", False))
+             if all(row.get(c, default) == default for row in rows)]
+    columns = [c for c in dict.fromkeys([*FIELDS, *CSV_EXTRA])
+               if c not in ("iter_times_ms", "rel_err_detail", *unset)]
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, columns, extrasaction="ignore")
         writer.writeheader()

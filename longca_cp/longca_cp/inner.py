@@ -34,6 +34,14 @@ def inner_unsupported(problem: Problem, registry: Registry | None = None) -> str
 
     registry = registry or get_registry()
     spec = registry.kernel(problem.kernel)
+    # the inner kernel runs through its bfloat16/float16 lse primitives, which take no FP8 inputs and no
+    # deterministic flag: such a CP row would time something else than it says
+    if problem.fp8:
+        return "context parallelism runs its inner kernel's 16-bit lse primitives: no FP8 cases"
+    if problem.deterministic:
+        return "context parallelism: the inner kernel's lse primitives take no deterministic flag"
+    if problem.head_dim_v is not None:
+        return "context parallelism: its schedules move and count V at Q/K's head dim; V of its own is not wired"
     own = _own_kernels(problem, registry)
     if own is not None and spec.name not in own:
         return (f"strategy {problem.strategy} computes with its own library's attention: its inner kernel is "

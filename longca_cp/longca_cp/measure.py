@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from longca.errors import LongcaError, UnsupportedError
-from longca.flops import attention_flops
+from longca.flops import problem_flops
 from longca.measure import (
     TOLERANCE,
     Phases,
@@ -104,7 +104,7 @@ def _sample(spec, problem: Problem, options: dict, inner, sample: int, run: RunO
     ranks: list = [None] * dist.get_world_size(group)
     dist.all_gather_object(ranks, [timed.times, timed.peak, prepare_ms], group=group)
     ms, iterations, peak, prepare_max, slowest = _reduce(ranks)
-    flops = attention_flops(mask.area, problem.heads_q, problem.head_dim, problem.batch, problem.direction)
+    flops = problem_flops(problem, mask.area)
     errors = None
     mode = check_mode(problem, mask, run) if check else "no"
     if mode != "no":

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from longca.specs import KernelSpec
+from longca.specs import DType, HeadDims, KernelSpec
 
 from .executor import CallArgs, ExecCall, lse_primitives
 from .kernel import FA_MASKS, gpu_reason, head_dim_reason, make_prepare_run, plan_reason
@@ -30,6 +30,8 @@ class FlashAdapter:
 
     name = "flash"
     window_ok = staticmethod(any_window)
+    # the backward through the library's deterministic algorithm (set by prepare from Problem.deterministic)
+    deterministic = False
 
     def window(self, args: CallArgs) -> tuple[bool, Any, Any]:
         """(causal, left, right) as the library takes them; FlashAttention-2/3 spell unbounded -1."""
@@ -51,17 +53,19 @@ def public_attention(adapter: FlashAdapter, functions: tuple[Callable[..., Any],
     func, varlen_func = functions
     a = call.args
     causal, left, right = adapter.window(a)
+    # asked for only when set: a library without the argument still runs the default backward
+    extra = {"deterministic": True} if adapter.deterministic else {}
     if not a.varlen:
-        res = func(q, k, v, softmax_scale=a.scale, causal=causal, window_size=(left, right))
+        res = func(q, k, v, softmax_scale=a.scale, causal=causal, window_size=(left, right), **extra)
     else:
         res = varlen_func(q.reshape(-1, *q.shape[2:]), k.reshape(-1, *k.shape[2:]), v.reshape(-1, *v.shape[2:]),
                           cu_seqlens_q=a.cu_q, cu_seqlens_k=a.cu_k, max_seqlen_q=a.max_q, max_seqlen_k=a.max_k,
-                          softmax_scale=a.scale, causal=causal, window_size=(left, right))
+                          softmax_scale=a.scale, causal=causal, window_size=(left, right), **extra)
     out = res[0] if isinstance(res, tuple) else res
     return out.view(*q.shape[:3], v.shape[-1])
 
 
-def _public_for(adapter: FlashAdapter, call: ExecCall, q, k):
+def library_public_for(adapter: FlashAdapter, call: ExecCall, q, k):
     """The adapter's public entry point for a single-call plan, or None."""
     functions = adapter.public_functions()
     if functions is None:
@@ -75,13 +79,19 @@ def flash_kernel(name: str, description: str, adapter: Callable[[], Any], *, url
                  public_for: Callable[..., Any] | None = None,
                  supports: Callable[..., str | None] | None = None,
                  supports_mask: Callable[..., str | None] | None = None,
-                 head_dims: tuple[int, ...] | None = FA_HEAD_DIMS,
-                 min_compute_capability: tuple[int, int] = (9, 0)) -> KernelSpec:
+                 head_dims: HeadDims | None = FA_HEAD_DIMS,
+                 min_compute_capability: tuple[int, int] = (9, 0),
+                 deterministic: bool | str = False,
+                 dtypes: tuple[DType, ...] = ("bfloat16", "float16"),
+                 prepare_run: tuple[Callable[..., Any], Callable[..., Any]] | None = None) -> KernelSpec:
     """The KernelSpec of a FlashAttention-family library.
 
     `adapter()` makes the adapter (a `FlashAdapter`, or any executor adapter with `public_for`);
     `available` defaults to the library's and the GPU's reasons joined; `supports` to the head-dim
     rule; `supports_mask` to whether the planner maps the mask with the adapter's window rule.
+    `deterministic`: True when the library's backward takes `deterministic=True` (prepare sets the
+    adapter's `deterministic` from the problem), else why not. `prepare_run` replaces the planned
+    (prepare, run) pair (fa3's FP8 forward wraps it).
     """
     def default_available() -> str | None:
         return "; ".join(r for r in (library_reason(), gpu_reason()) if r) or None
@@ -89,11 +99,11 @@ def flash_kernel(name: str, description: str, adapter: Callable[[], Any], *, url
     def default_supports_mask(problem, mask) -> str | None:
         return plan_reason(problem, mask, adapter().window_ok)  # the window rule prepare plans with
 
-    prepare, run = make_prepare_run(adapter, public_for or _public_for)
+    prepare, run = prepare_run or make_prepare_run(adapter, public_for or library_public_for)
     forward_lse, backward_lse = lse_primitives(adapter)
     return KernelSpec(
         name=name, family="dense", description=description, masks=FA_MASKS, prepare=prepare, run=run,
-        dtypes=("bfloat16", "float16"), head_dims=head_dims, devices=("cuda",),
+        dtypes=dtypes, head_dims=head_dims, devices=("cuda",), deterministic=deterministic,
         min_compute_capability=min_compute_capability, available=available or default_available,
         supports=supports or head_dim_reason, supports_mask=supports_mask or default_supports_mask,
         forward_lse=forward_lse, backward_lse=backward_lse, backend=backend, url=url,

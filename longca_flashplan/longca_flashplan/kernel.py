@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from longca.specs import ANY_STATIC
 
@@ -46,12 +47,20 @@ def plan_for(adapter: Adapter, mask, batch: int, scale: float, device) -> ExecPl
     return ExecPlan(cached_plan(mask, adapter.window_ok), batch, scale, device)
 
 
+def ask_deterministic(adapter: Any) -> None:
+    """The adapter's backward (and the public entry points) ask the library for its deterministic algorithm
+    (`FlashAdapter.deterministic`); kernels that cannot refuse `Problem.deterministic` before prepare."""
+    adapter.deterministic = True
+
+
 def make_prepare_run(adapter_factory: Callable[[], Adapter],
                      public_for: Callable[..., Public | None] | None = None):
     """(prepare, run) for a KernelSpec; `public_for(adapter, call, q, k)` picks a public entry point."""
 
     def prepare(problem, mask, q, k, v) -> Prepared:
         adapter = adapter_factory()
+        if getattr(problem, "deterministic", False):
+            ask_deterministic(adapter)
         ex = plan_for(adapter, mask, q.shape[0], resolve_scale(q, None), q.device)
         public = public_for(adapter, ex.single, q, k) if (public_for and ex.single is not None) else None
         return Prepared(adapter, ex, public)
@@ -65,8 +74,10 @@ def make_prepare_run(adapter_factory: Callable[[], Adapter],
 
 
 def head_dim_reason(problem, multiple: int = 8, largest: int = 256) -> str | None:
-    if problem.head_dim % multiple or problem.head_dim > largest:
-        return f"head_dim {problem.head_dim}: FlashAttention needs a multiple of {multiple} up to {largest}"
+    """FlashAttention's rule for Q/K's and V's head dims (each a multiple of `multiple` up to `largest`)."""
+    for d in dict.fromkeys((problem.head_dim, getattr(problem, "dv", problem.head_dim))):
+        if d % multiple or d > largest:
+            return f"head_dim {d}: FlashAttention needs a multiple of {multiple} up to {largest}"
     return None
 
 

@@ -33,7 +33,7 @@ def _run(mask, q, k, v):
 def _supports(problem) -> str | None:
     """Refuses sizes it cannot finish in reasonable time (full S x S area, the upper bound)."""
     return reference_refusal(float(problem.seqlen) ** 2, problem.heads_q, problem.head_dim, problem.batch,
-                             problem.direction, problem.device)
+                             problem.direction, problem.device, problem.head_dim_v)
 
 
 REFERENCE = KernelSpec(
@@ -47,6 +47,8 @@ REFERENCE = KernelSpec(
     backward_lse=backward_lse,
     backend=lambda: "longca.reference",
     supports=_supports,
+    # the same float32 operations in the same order on every call (no atomics): its backward is deterministic
+    deterministic=True,
 )
 
 

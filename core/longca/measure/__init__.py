@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from .case import check_device, fits, mask_of, mask_refusal, run_problem, unsupported_reason
 from .checks import check_mode, full_check, rel_err, spot_check, spot_windows
-from .options import CHECK_MODES, FULL_CHECK_FLOPS, SPOT_ROWS, SPOT_WINDOWS, TOLERANCE, RunOptions
+from .options import CHECK_MODES, FULL_CHECK_FLOPS, SPOT_ROWS, SPOT_WINDOWS, TOLERANCE, RunOptions, tolerance_for
 from .phases import Phases
 from .samples import Sample, n_samples, summarize_samples
 from .status import KernelFailure, fail, failure_reason, failure_status, finish, is_oom
 from .step import Step, Timed, check_grads, check_tensor, checked_step, make_step, seeded_dout, time_step
 
 __all__ = [
-    "CHECK_MODES", "FULL_CHECK_FLOPS", "SPOT_ROWS", "SPOT_WINDOWS", "TOLERANCE", "KernelFailure", "Phases",
+    "CHECK_MODES", "FULL_CHECK_FLOPS", "SPOT_ROWS", "SPOT_WINDOWS", "TOLERANCE", "tolerance_for", "KernelFailure",
+    "Phases",
     "RunOptions", "Sample", "Step", "Timed", "check_device", "check_grads", "check_mode", "check_tensor",
     "checked_step", "fail", "failure_reason", "failure_status", "finish", "fits", "full_check", "is_oom",
     "make_step", "mask_of", "mask_refusal", "n_samples", "rel_err", "run_problem", "seeded_dout", "spot_check",

@@ -8,14 +8,14 @@ import torch
 
 from .. import memory
 from ..errors import LongcaError, UnsupportedError
-from ..flops import attention_flops
+from ..flops import problem_flops
 from ..plugins import Registry, get_registry
 from ..problem import Problem, build_mask, check_mask_params, make_inputs
 from ..results import UNAVAILABLE, Checked, ResultRow, new_row
-from ..specs import KernelSpec
+from ..specs import KernelSpec, head_dims_text
 from ..timing import host_ms
 from .checks import check_mode, full_check, spot_check
-from .options import TOLERANCE, RunOptions
+from .options import RunOptions, tolerance_for
 from .phases import Phases
 from .samples import Sample, n_samples, summarize_samples
 from .status import fail, failure_reason, finish
@@ -46,12 +46,16 @@ def unsupported_reason(spec: KernelSpec, problem: Problem, registry: Registry | 
         return f"device {problem.device_type} is not supported (supported: {', '.join(spec.devices)})"
     if problem.dtype not in spec.dtypes:
         return f"dtype {problem.dtype} is not supported (supported: {', '.join(spec.dtypes)})"
-    if spec.head_dims is not None and problem.head_dim not in spec.head_dims:
-        return f"head_dim {problem.head_dim} is not supported (supported: {spec.head_dims})"
+    if not spec.takes_head_dims(problem.head_dim, problem.head_dim_v):
+        what = "head_dim" if problem.head_dim_v is None else "head dims (Q/K, V)"
+        return f"{what} {problem.head_dims_label} is not supported (supported: {head_dims_text(spec.head_dims)})"
     if not spec.gqa and problem.heads_q != problem.heads_kv:
         return "GQA (heads_q != heads_kv) is not supported"
     if problem.direction != "fwd" and not spec.backward:
         return "backward is not supported"
+    if problem.deterministic and spec.deterministic is not True:
+        return (f"a deterministic backward is not offered: {spec.deterministic}" if spec.deterministic
+                else "a deterministic backward is not offered by this kernel")
     if spec.min_compute_capability and problem.device_type == "cuda":
         cc = torch.cuda.get_device_capability(problem.device)
         if cc < spec.min_compute_capability:
@@ -107,7 +111,7 @@ def _measure_sample(spec: KernelSpec, problem: Problem, mask, sample: int, optio
     dout = seeded_dout(problem, sample) if needs_grad else None
     step = checked_step(lambda: spec.run(prepared, q, k, v), (q, k, v), problem.direction, dout, phases)
     timed = time_step(step, device, options, phases=phases)
-    flops = attention_flops(mask.area, problem.heads_q, problem.head_dim, problem.batch, problem.direction)
+    flops = problem_flops(problem, mask.area)
     errors = None
     if check == "full":
         errors = full_check(spec, problem, mask, prepared, q, k, v, dout, phases)
@@ -179,4 +183,4 @@ def run_problem(problem: Problem, options: RunOptions | None = None,
                 torch.cuda.empty_cache()
             return fail(row, exc, phases.current)
     summarize_samples(row, samples)
-    return finish(row, samples[0].errors, options.tolerance or TOLERANCE[problem.dtype], samples[0].checked)
+    return finish(row, samples[0].errors, options.tolerance or tolerance_for(problem), samples[0].checked)

@@ -22,10 +22,10 @@ Step = Callable[[], Any]
 
 
 def seeded_dout(problem: Problem, sample: int = 0) -> torch.Tensor:
-    """The output gradient (B, S, Hq, D) of a case's mask draw, seeded like its inputs
+    """The output gradient (B, S, Hq, dv) of a case's mask draw, seeded like its inputs
     (`problem.make_inputs`): every rank of a CP group and every run of the case sees the same one."""
     gen = torch.Generator(device="cpu").manual_seed(problem.seed * 1000003 + sample + 7)
-    return seeded_normal(problem, (problem.batch, problem.seqlen, problem.heads_q, problem.head_dim), gen)
+    return seeded_normal(problem, (problem.batch, problem.seqlen, problem.heads_q, problem.dv), gen)
 
 
 def make_step(call: Callable[[], torch.Tensor], inputs: Sequence[torch.Tensor], direction: str,
@@ -53,11 +53,14 @@ def _layout(t: Any) -> str:
     return f"shape {tuple(t.shape)} {str(t.dtype).replace('torch.', '')} on {t.device.type}"
 
 
-def check_tensor(what: str, got: Any, like: torch.Tensor) -> None:
-    """`got` must have the layout of `like` (shape, dtype, device) and only finite values."""
-    if (not isinstance(got, torch.Tensor) or got.shape != like.shape or got.dtype != like.dtype
+def check_tensor(what: str, got: Any, like: torch.Tensor, shape: Sequence[int] | None = None) -> None:
+    """`got` must have the layout of `like` (shape, or `shape` where given, dtype, device) and only finite
+    values."""
+    want = torch.Size(shape) if shape is not None else like.shape
+    if (not isinstance(got, torch.Tensor) or got.shape != want or got.dtype != like.dtype
             or got.device != like.device):
-        raise KernelFailure(f"wrong output layout: {what} has {_layout(got)}, expected {_layout(like)}")
+        expected = _layout(like.new_empty(want, device="meta")).replace(" on meta", f" on {like.device.type}")
+        raise KernelFailure(f"wrong output layout: {what} has {_layout(got)}, expected {expected}")
     finite = torch.isfinite(got.detach())
     if not bool(finite.all()):
         bad = int((~finite).sum())
@@ -77,13 +80,14 @@ def checked_step(call: Callable[[], torch.Tensor], inputs: Sequence[torch.Tensor
 
     The first call is also the warm one: JIT compilation and workspaces happen there."""
     phases("first call")
-    like = inputs[0]
+    like = inputs[0]  # the output is q's (B, S, Hq) with V's head dim, in the inputs' dtype
+    shape = (*like.shape[:-1], inputs[-1].shape[-1])
     if direction == "fwd":
         step = make_step(call, inputs, direction)
-        check_tensor(what, step(), like)
+        check_tensor(what, step(), like, shape)
         return step
     out = call()
-    check_tensor(what, out, like)
+    check_tensor(what, out, like, shape)
     phases("backward")
     check_grads(torch.autograd.grad(out, inputs, dout, retain_graph=True), inputs)
     return make_step(call, inputs, direction, dout, out)

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..plugins import Registry, get_registry
 from ..problem import Problem, check_mask_params
 from ..results import ResultsWriter, case_id
-from ..sizes import parse_heads
+from ..sizes import parse_head_dims, parse_heads
 from .spec import SweepSpec, read_spec, select
 
 
@@ -17,14 +17,17 @@ def problems(spec: SweepSpec, registry: Registry | None = None) -> Iterator[Prob
     """The grid, ordered so each (mask, length) finishes in every direction for every kernel
     before the next: a sweep cut short still compares all kernels on what it reached."""
     grid = itertools.product(spec.dtypes, spec.head_dims, spec.heads, spec.batches, spec.mask_names(registry))
-    for dtype, head_dim, heads, batch, mask in grid:
+    for dtype, head_dims, heads, batch, mask in grid:
         hq, hkv = parse_heads(heads)
-        for params, seqlen, direction, kernel in itertools.product(spec.mask_param_sets(mask), spec.seqlens,
-                                                                   spec.directions, spec.kernels):
+        head_dim, head_dim_v = parse_head_dims(head_dims)
+        for params, seqlen, direction, deterministic, kernel in itertools.product(
+                spec.mask_param_sets(mask), spec.seqlens, spec.directions, spec.deterministic, spec.kernels):
+            if deterministic and direction == "fwd":  # the forward is deterministic: no case to add
+                continue
             problem = Problem(kernel=kernel, mask=mask, seqlen=seqlen, heads_q=hq, heads_kv=hkv, head_dim=head_dim,
-                              batch=batch, dtype=dtype, direction=direction, device=spec.device,
-                              sampler=spec.sampler, seed=spec.seed, mask_params=dict(params),
-                              sampler_params=dict(spec.sampler_params))
+                              head_dim_v=head_dim_v, batch=batch, dtype=dtype, direction=direction,
+                              device=spec.device, sampler=spec.sampler, seed=spec.seed, mask_params=dict(params),
+                              sampler_params=dict(spec.sampler_params), deterministic=deterministic)
             if not spec.strategies:
                 yield problem
             elif spec.baseline:

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import LongcaError
 from ..plugins import Registry, get_registry
-from ..sizes import parse_heads, parse_size
+from ..sizes import format_head_dims, parse_head_dims, parse_heads, parse_size
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -33,10 +33,14 @@ class SweepSpec(BaseModel):
     masks: list[str] | Literal["static", "block_sparse", "all"] = "static"
     seqlens: list[Size]
     heads: list[str | int] = ["64:8"]
-    head_dims: list[int] = [128]
+    # Q/K head dim, or "192/128" for Q/K 192 with V 128
+    head_dims: list[int | str] = [128]
     batches: list[int] = [1]
-    dtypes: list[Literal["bfloat16", "float16", "float32"]] = ["bfloat16"]
+    # bfloat16, float16, float32, float8_e4m3fn, float8_e5m2 (and their aliases: bf16, fp8, fp8_e5m2, ...)
+    dtypes: list[str] = ["bfloat16"]
     directions: list[Literal["fwd", "bwd", "fwdbwd"]] = ["fwd", "bwd"]
+    # true: the backward through each kernel's deterministic algorithm (its bwd and fwdbwd cases only)
+    deterministic: list[bool] = [False]
     device: str = "cuda"
     sampler: str = "auto"
     sampler_params: dict[str, Any] = Field(default_factory=dict)
@@ -87,6 +91,24 @@ class SweepSpec(BaseModel):
             return [parse_size(v) for v in value]
         except LongcaError as exc:
             raise ValueError(str(exc)) from None
+
+    @field_validator("head_dims")
+    @classmethod
+    def _head_dims(cls, value: list[int | str]) -> list[int | str]:
+        try:
+            return [format_head_dims(*parse_head_dims(v)) for v in value]
+        except LongcaError as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("dtypes")
+    @classmethod
+    def _dtypes(cls, value: list[str]) -> list[str]:
+        from ..problem import TORCH_DTYPES
+
+        unknown = [v for v in value if v not in TORCH_DTYPES]
+        if unknown:
+            raise ValueError(f"unknown dtype {unknown[0]!r}; known: {', '.join(dict.fromkeys(TORCH_DTYPES.values()))}")
+        return list(dict.fromkeys(TORCH_DTYPES[v] for v in value))
 
     @field_validator("heads")
     @classmethod

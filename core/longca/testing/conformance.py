@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from ..errors import LongcaError
+from ..errors import LongcaError, UnsupportedError
 from ..measure import TOLERANCE, RunOptions, mask_refusal, run_problem
 from ..plugins import WILDCARDS, Registry, get_registry, validate
 from ..problem import Problem, build_mask, make_inputs
@@ -116,10 +116,11 @@ def _head_dims(spec: KernelSpec, settings: Settings) -> list[int]:
     """`settings.head_dim`, else the declared head dims in preference order."""
     if settings.head_dim:
         return [settings.head_dim]
-    if spec.head_dims is None:
+    pairs = spec.head_dim_pairs()
+    if pairs is None:
         return list(HEAD_DIM_PREFERENCE)
-    return ([d for d in HEAD_DIM_PREFERENCE if d in spec.head_dims]
-            + [d for d in spec.head_dims if d not in HEAD_DIM_PREFERENCE])
+    same = [d for d, dv in pairs if d == dv]  # the suite's problems have V's head dim equal to Q/K's
+    return [d for d in HEAD_DIM_PREFERENCE if d in same] + [d for d in same if d not in HEAD_DIM_PREFERENCE]
 
 
 def _accepted(spec: KernelSpec, problem: Problem) -> bool:
@@ -369,9 +370,16 @@ def check_spec(name: str, registry: Registry) -> list[dict]:
         problems.append(f"dtypes {spec.dtypes!r} must be a non-empty subset of {DTYPES}")
     if not spec.devices or not set(spec.devices) <= set(DEVICES):
         problems.append(f"devices {spec.devices!r} must be a non-empty subset of {DEVICES}")
-    if spec.head_dims is not None and (not spec.head_dims or not all(
-            isinstance(d, int) and d > 0 for d in spec.head_dims)):
-        problems.append(f"head_dims {spec.head_dims!r} must be None (any) or positive integers")
+    def head_dim_ok(d: object) -> bool:
+        if isinstance(d, tuple):
+            return len(d) == 2 and all(head_dim_ok(x) for x in d)
+        return isinstance(d, int) and not isinstance(d, bool) and d > 0
+
+    if spec.head_dims is not None and (not spec.head_dims or not all(head_dim_ok(d) for d in spec.head_dims)):
+        problems.append(f"head_dims {spec.head_dims!r} must be None (any) or positive integers and "
+                        f"(Q/K, V) pairs of them")
+    if not isinstance(spec.deterministic, (bool, str)):
+        problems.append(f"deterministic {spec.deterministic!r} must be true, false or the reason it is not offered")
     cc = spec.min_compute_capability
     if cc is not None and not (len(cc) == 2 and all(isinstance(x, int) for x in cc)):
         problems.append(f"min_compute_capability {cc!r} must be None or (major, minor)")
@@ -424,8 +432,12 @@ def check_refusals(name: str, device: str, registry: Registry, settings: Setting
                   for m in registry.names("masks") if m not in claimed]
         cases += [(base.with_(dtype=d), f"dtype {d}") for d in DTYPES if d not in spec.dtypes]
         if spec.head_dims is not None:
-            other = next(d for d in (8, 16, 24, 40, 48, 72, 80, 160, 192, 512) if d not in spec.head_dims)
+            other = next(d for d in (8, 16, 24, 40, 48, 72, 80, 160, 192, 512) if not spec.takes_head_dims(d))
             cases.append((base.with_(head_dim=other), f"head_dim {other}"))
+            odd = next(p for p in ((128, 24), (64, 40), (256, 8)) if not spec.takes_head_dims(*p))
+            cases.append((base.with_(head_dim=odd[0], head_dim_v=odd[1]), f"head dims {odd[0]}/{odd[1]}"))
+        if spec.deterministic is not True and spec.backward:
+            cases.append((base.with_(direction="bwd", deterministic=True), "deterministic backward"))
         if not spec.gqa:
             cases.append((base.with_(heads_q=4, heads_kv=2), "GQA"))
         if not spec.backward:
@@ -489,6 +501,46 @@ def check_dtype(name: str, dtype: str, direction: str, device: str, registry: Re
     _need_available(spec)
     problem = small_problem(spec, dtype_mask(spec, registry), direction, device, dtype, registry, settings)
     return [_expect_ok(spec, problem, registry, f"dtype {dtype}", may_refuse=True)]
+
+
+def check_deterministic(name: str, device: str, registry: Registry, settings: Settings) -> list[dict]:
+    """A kernel that offers a deterministic backward (`deterministic=True`) gives the same gradients, bit
+    for bit, in two backward calls on the same inputs, and they match the reference; a refusal of this
+    problem (a library without the flag here) is a skip with its reason."""
+    from ..measure import seeded_dout, unsupported_reason
+    from ..measure.checks import rel_err
+
+    _need_device(device)
+    spec = _kernel(registry, name)
+    _need_available(spec)
+    problem = small_problem(spec, dtype_mask(spec, registry), "bwd", device, registry=registry,
+                            settings=settings).with_(deterministic=True)
+    reason = unsupported_reason(spec, problem, registry)
+    if reason:
+        raise ConformanceSkip(f"kernel {name}: deterministic backward refused here: {reason}")
+    mask = build_mask(problem, 0, registry)
+    q, k, v = make_inputs(problem, 0, requires_grad=True)
+    dout = seeded_dout(problem)
+    try:
+        prepared = spec.prepare(problem, mask, q, k, v)
+    except UnsupportedError as exc:
+        raise ConformanceSkip(f"kernel {name}: deterministic backward refused in prepare: {exc}") from None
+    out = spec.run(prepared, q, k, v)
+    first, second = (torch.autograd.grad(out, (q, k, v), dout, retain_graph=True) for _ in range(2))
+    differ = [n for n, a, b in zip(("dq", "dk", "dv"), first, second, strict=True) if not torch.equal(a, b)]
+    if differ:
+        raise AssertionError(f"kernel {name}: deterministic backward gave different {', '.join(differ)} in two "
+                             f"calls on the same inputs ({problem.mask}, {device})")
+    from ..reference import attention as reference_attention
+
+    qf, kf, vf = (x.detach().float().requires_grad_() for x in (q, k, v))
+    want = torch.autograd.grad(reference_attention(qf, kf, vf, mask), (qf, kf, vf), dout.float())
+    errors = {n: rel_err(g, w) for n, g, w in zip(("dq", "dk", "dv"), first, want, strict=True)}
+    tolerance = TOLERANCE[problem.dtype]
+    if not all(e <= tolerance for e in errors.values()):  # NaN fails too
+        raise AssertionError(f"kernel {name}: deterministic backward differs from the reference: {errors} > "
+                             f"{tolerance:g}")
+    return []
 
 
 PRIMITIVE_CHECKS = {"forward_lse": "forward_lse", "backward_lse": "backward_lse",
@@ -591,6 +643,9 @@ def conformance_cases(kernel: str, registry: Registry | None = None, devices: tu
         first = primary_dtype(spec, dev) if spec.dtypes else None
         cases += [Case(f"dtype-{t}-{x}-{dev}", kernel, partial(check_dtype, kernel, t, x, dev, settings=settings), dev)
                   for t in spec.dtypes if t != first for x in directions]
+        if spec.deterministic is True and spec.backward:
+            cases.append(Case(f"deterministic-{dev}", kernel,
+                              partial(check_deterministic, kernel, dev, settings=settings), dev))
         declared = [w for w in ("forward_lse", "backward_lse") if getattr(spec, w) is not None]
         if len(declared) == 2:
             declared.append("cp_merge")

@@ -232,7 +232,7 @@ class RaggedLayout:
         return out
 
 
-def graph_spec(backward: bool, args: CallArgs, layout, **tensors) -> GraphSpec:
+def graph_spec(backward: bool, args: CallArgs, layout, deterministic: bool = False, **tensors) -> GraphSpec:
     """The graph one call needs, from its (ready) tensors by role and its layout."""
     q, k = tensors["q"], tensors["k"]
     if tensors["v"].shape[-1] != q.shape[-1]:
@@ -242,7 +242,8 @@ def graph_spec(backward: bool, args: CallArgs, layout, **tensors) -> GraphSpec:
                      heads_q=q.shape[-2], heads_kv=k.shape[-2], seqlen_q=layout.seqlen_q, seqlen_kv=layout.seqlen_kv,
                      head_dim=q.shape[-1], strides=tuple((r, tuple(layout.strides(r, x))) for r, x in tensors.items()),
                      ragged=layout.ragged, total_q=layout.total_q, total_kv=layout.total_kv, top_left=top_left,
-                     left_bound=left_bound, right_bound=right_bound, scale=float(args.scale))
+                     left_bound=left_bound, right_bound=right_bound, scale=float(args.scale),
+                     deterministic=backward and deterministic)
 
 
 # ---------------------------------------------------------------- the executor's adapter
@@ -258,6 +259,7 @@ class FrontendAdapter:
 
     name = "cudnn-frontend"
     window_ok = staticmethod(band_ok)
+    deterministic = False  # backward graphs with use_deterministic_algorithm (set by prepare)
 
     def __init__(self, engine=None, layouts_kept: int = 256):
         self.engine = engine if engine is not None else CudnnGraphs()
@@ -289,7 +291,8 @@ class FrontendAdapter:
             out = torch.empty(qc.shape, dtype=qc.dtype, device="meta")
             self.engine.build(graph_spec(False, call.args, layout, q=qc, k=kc, v=vc, o=out), q.device)
             if backward:
-                self.engine.build(graph_spec(True, call.args, layout, q=qc, k=kc, v=vc, o=qc, dO=qc), q.device)
+                self.engine.build(graph_spec(True, call.args, layout, self.deterministic, q=qc, k=kc, v=vc, o=qc,
+                                             dO=qc), q.device)
 
     def fwd(self, q, k, v, args: CallArgs):
         import torch
@@ -308,7 +311,7 @@ class FrontendAdapter:
         layout = self.layout(args, q, k)
         q, k, v, out, dout = (layout.ready(x) for x in (q, k, v, out, dout))
         dq, dk, dv = (torch.empty(x.shape, dtype=x.dtype, device=x.device) for x in (q, k, v))
-        spec = graph_spec(True, args, layout, q=q, k=k, v=v, o=out, dO=dout)
+        spec = graph_spec(True, args, layout, self.deterministic, q=q, k=k, v=v, o=out, dO=dout)
         buffers = dict(q=q, k=k, v=v, o=out, dO=dout, stats=layout.stats(lse.float()), dQ=dq, dK=dk, dV=dv)
         self.engine.execute(spec, dict(buffers, **layout.buffers))
         return dq, dk, dv
@@ -322,6 +325,7 @@ _, run = make_prepare_run(FrontendAdapter)  # run: plan_attention over the prepa
 def prepare(problem, mask, q, k, v, engine=None) -> FlashPrepared:
     """The plan of the mask, and every cuDNN graph it needs, built now (not timed)."""
     adapter = FrontendAdapter(engine)
+    adapter.deterministic = problem.deterministic
     ex = flash_plan_for(adapter, mask, q.shape[0], resolve_scale(q, None), q.device)
     adapter.build(ex, q, k, v, backward=problem.direction != "fwd")
     return FlashPrepared(adapter, ex, None)

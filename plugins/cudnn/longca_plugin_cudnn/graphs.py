@@ -47,6 +47,7 @@ class GraphSpec:
     left_bound: int | None = None  # cuDNN diagonal_band_left_bound (exclusive), None: unbounded
     right_bound: int | None = None  # cuDNN diagonal_band_right_bound (inclusive), None: unbounded
     scale: float = 1.0
+    deterministic: bool = False  # sdpa_backward's use_deterministic_algorithm (Problem.deterministic)
 
     def stride(self, role: str) -> Strides:
         return dict(self.strides)[role]
@@ -143,6 +144,8 @@ def backward_graph(cudnn, spec: GraphSpec, handle=None):
     extra = {}
     if spec.ragged:  # bounds the workspace by the real token count instead of batch x longest sequence
         extra = dict(max_total_seq_len_q=round_tokens(spec.total_q), max_total_seq_len_kv=round_tokens(spec.total_kv))
+    if spec.deterministic:  # asked for only when set: the default graph is built as before
+        extra["use_deterministic_algorithm"] = True
     dq, dk, dv = graph.sdpa_backward(name="sdpa_backward", q=t["q"], k=t["k"], v=t["v"], o=t["o"], dO=t["dO"],
                                      stats=t["stats"], **_mask_args(cudnn, spec, t), **extra)
     for role, tensor, seqlen, heads, offset in (("dQ", dq, spec.seqlen_q, spec.heads_q, "offset_q"),

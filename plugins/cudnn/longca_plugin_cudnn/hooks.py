@@ -36,7 +36,7 @@ from longca.plugin import (
     plan_reason,
 )
 
-from . import frontend
+from . import fp8, frontend
 
 WINDOW_MASKS = ("sliding_window", "sliding_window_causal", "global_sliding_window")
 BACKWARD_MASKS = ("full", "causal")
@@ -135,8 +135,18 @@ def available() -> str | None:
     return None
 
 
+TORCH_DETERMINISTIC = ("the torch path (SDPA's cuDNN backend) takes no deterministic flag; the cuDNN frontend "
+                       "path has one (sdpa_backward use_deterministic_algorithm): install nvidia-cudnn-frontend")
+# the frontend path's graphs take V of Q/K's head dim, multiples of 8 up to frontend.MAX_HEAD_DIM; the torch
+# path multiples of 8 up to 256 (head_dim_reason below)
+FRONTEND_HEAD_DIMS = tuple(range(8, frontend.MAX_HEAD_DIM + 1, 8))
+TORCH_HEAD_DIMS = tuple(range(8, 257, 8))
+
+
 def torch_supports(problem) -> str | None:
     """What the torch path refuses: windows (no band in torch's ops), backward beyond full/causal."""
+    if problem.deterministic:
+        return TORCH_DETERMINISTIC
     if problem.direction != "fwd" and problem.mask not in BACKWARD_MASKS:
         return BACKWARD_REASON
     if problem.mask in WINDOW_MASKS:
@@ -156,13 +166,27 @@ def frontend_supports(problem) -> str | None:
     reason = frontend.frontend_reason()
     if reason:
         return reason
+    if problem.dv != problem.head_dim:
+        return ("the cuDNN frontend path's bfloat16/float16 graphs take V of Q/K's head dim "
+                f"({problem.head_dims_label}); its FP8 graphs take 192/128")
     if problem.head_dim % 8 or problem.head_dim > frontend.MAX_HEAD_DIM:
         return f"head_dim {problem.head_dim}: the cuDNN frontend path runs multiples of 8 up to {frontend.MAX_HEAD_DIM}"
     return None
 
 
 def supports(problem) -> str | None:
+    if PATH == "frontend" and problem.fp8:
+        return frontend.frontend_reason() or fp8.fp8_reason(problem)
     return frontend_supports(problem) if PATH == "frontend" else torch_supports(problem)
+
+
+def frontend_prepare(problem, mask, q, k, v):
+    """The planned graphs, or for an FP8 problem the sdpa_fp8 graphs and the FP8 copies (fp8.py)."""
+    return fp8.prepare(problem, mask, q, k, v) if problem.fp8 else frontend.prepare(problem, mask, q, k, v)
+
+
+def frontend_run(prepared, q, k, v):
+    return fp8.run(prepared, q, k, v) if isinstance(prepared, fp8.Fp8Prepared) else frontend.run(prepared, q, k, v)
 
 
 def supports_mask(problem, mask) -> str | None:
@@ -205,9 +229,12 @@ def make_spec(path: str) -> KernelSpec:
         family="dense",
         description=DESCRIPTIONS[path],
         masks=masks_for(path),
-        prepare=frontend.prepare if on_frontend else torch_prepare,
-        run=frontend.run if on_frontend else torch_run,
-        dtypes=("bfloat16", "float16"),
+        prepare=frontend_prepare if on_frontend else torch_prepare,
+        run=frontend_run if on_frontend else torch_run,
+        # FP8 (e4m3 forward and backward, e5m2 forward) through sdpa_fp8 on full and causal: fp8.py
+        dtypes=("bfloat16", "float16", "float8_e4m3fn", "float8_e5m2") if on_frontend else ("bfloat16", "float16"),
+        head_dims=(*FRONTEND_HEAD_DIMS, (192, 128)) if on_frontend else TORCH_HEAD_DIMS,
+        deterministic=True if on_frontend else TORCH_DETERMINISTIC,
         devices=("cuda",),
         min_compute_capability=(9, 0) if on_frontend else (8, 0),
         available=available,

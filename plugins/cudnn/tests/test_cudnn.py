@@ -57,8 +57,20 @@ def test_torch_path_backward_only_for_full_and_causal(monkeypatch):
 def test_frontend_path_spec():
     spec = hooks.make_spec("frontend")
     assert spec.masks == (ANY_STATIC,) and spec.min_compute_capability == (9, 0)
-    assert (spec.prepare, spec.run) == (frontend.prepare, frontend.run)
+    assert (spec.prepare, spec.run) == (hooks.frontend_prepare, hooks.frontend_run)  # FP8 problems go to fp8.py
     assert (spec.forward_lse, spec.backward_lse) == (frontend.forward_lse, frontend.backward_lse)
+    assert "float8_e4m3fn" in spec.dtypes and spec.deterministic is True
+    assert "float8_e4m3fn" not in hooks.make_spec("torch").dtypes and isinstance(hooks.make_spec("torch").deterministic,
+                                                                                 str)
+
+
+def test_frontend_run_sends_each_prepared_kind_to_its_path(monkeypatch):
+    seen = []
+    monkeypatch.setattr(hooks.fp8, "run", lambda p, q, k, v: seen.append("fp8"))
+    monkeypatch.setattr(hooks.frontend, "run", lambda p, q, k, v: seen.append("planned"))
+    hooks.frontend_run(hooks.fp8.Fp8Prepared(None, (1, 1, 1, 1, 1, 1)), None, None, None)
+    hooks.frontend_run(object(), None, None, None)
+    assert seen == ["fp8", "planned"]
 
 
 def test_path_follows_the_frontend_package_and_the_environment(monkeypatch):

@@ -99,10 +99,10 @@ class FlashAttn2(plugin.FlashAdapter):
         if args.varlen:
             fai._flash_attn_varlen_backward(dout, q, k, v, out, lse, dq, dk, dv, args.cu_q, args.cu_k,
                                             args.max_q, args.max_k, 0.0, args.scale, args.causal,
-                                            args.left, args.right, 0.0, None, False, None)
+                                            args.left, args.right, 0.0, None, self.deterministic, None)
         else:
             fai._flash_attn_backward(dout, q, k, v, out, lse, dq, dk, dv, 0.0, args.scale, args.causal,
-                                     args.left, args.right, 0.0, None, False, None)
+                                     args.left, args.right, 0.0, None, self.deterministic, None)
         return dq, dk, dv
 
     def public_functions(self):
@@ -119,6 +119,13 @@ def adapter():
 
 def _flash_attn_public(q, k, v, call: ExecCall):
     fa2 = FlashAttn2()
+    return plugin.public_attention(fa2, fa2.public_functions(), q, k, v, call)
+
+
+def _flash_attn_public_deterministic(q, k, v, call: ExecCall):
+    """`flash_attn_func(..., deterministic=True)`: the backward's deterministic algorithm."""
+    fa2 = FlashAttn2()
+    fa2.deterministic = True
     return plugin.public_attention(fa2, fa2.public_functions(), q, k, v, call)
 
 
@@ -175,7 +182,7 @@ def public_for(adapter_, call: ExecCall, q, k):
     """The public entry point for a single-call plan, or None to run the plan's primitives."""
     gqa = _gqa(q, k)
     if isinstance(adapter_, FlashAttn2):
-        return _flash_attn_public
+        return _flash_attn_public_deterministic if adapter_.deterministic else _flash_attn_public
     if not call.args.varlen and call.args.unwindowed:
         return _sdpa_flash
     if call.args.varlen:
@@ -187,7 +194,7 @@ def public_for(adapter_, call: ExecCall, q, k):
 
 def path_name(adapter_, call: ExecCall | None, public) -> str:
     """Which entry point runs a prepared case (for logs and tests)."""
-    if public is _flash_attn_public:
+    if public in (_flash_attn_public, _flash_attn_public_deterministic):
         assert call is not None  # a public entry point runs a single-call plan
         return "flash_attn_func" if not call.args.varlen else "flash_attn_varlen_func"
     if public is _sdpa_flash:

@@ -30,11 +30,25 @@ def backend() -> str:
             "(SDPA flash / varlen_attn / aten._flash_attention_forward)")
 
 
+# FlashAttention-2 takes Q, K and V of one head dim, a multiple of 8 up to 256 (flash_attn's README;
+# torch's bundled copy checks the same)
+HEAD_DIMS = tuple(range(8, 257, 8))
+TORCH_DETERMINISTIC = ("torch's bundled FlashAttention-2 (aten._flash_attention_backward, SDPA's flash backend) "
+                       "takes no deterministic flag; install flash_attn, whose backward has deterministic=True")
+
+
+def supports(problem) -> str | None:
+    if problem.deterministic and backends.chosen() != "flash_attn":
+        return TORCH_DETERMINISTIC
+    return plugin.head_dim_reason(problem)
+
+
 SPEC = plugin.flash_kernel(
     "fa2", "FlashAttention-2 (flash_attn, else torch's bundled copy): varlen documents, window_size, "
            "lse-merged calls for heterogeneous masks",
-    backends.adapter, public_for=backends.public_for, available=available, backend=backend, head_dims=None,
-    min_compute_capability=(8, 0), url="https://github.com/Dao-AILab/flash-attention")
+    backends.adapter, public_for=backends.public_for, available=available, backend=backend, head_dims=HEAD_DIMS,
+    supports=supports, deterministic=True, min_compute_capability=(8, 0),
+    url="https://github.com/Dao-AILab/flash-attention")
 
 
 @plugin.hookimpl

@@ -22,3 +22,34 @@ def test_backend_choice(monkeypatch):
     assert isinstance(backends.adapter(), backends.FlashAttn2)
     monkeypatch.delenv(backends.ENV_BACKEND)
     assert backends.chosen() == ("flash_attn" if backends.flash_attn_installed() else "torch")
+
+
+def test_deterministic_reaches_flash_attn_and_torch_s_copy_refuses_it(monkeypatch):
+    """With flash_attn, `deterministic=True` goes to flash_attn_func (a stand-in module records it); torch's
+    bundled FlashAttention-2 has no such flag, so the case is refused with that reason."""
+    import sys
+    import types
+
+    from longca.plugin import Problem, make_inputs, problem_mask, reference_attention
+    from longca_plugin_fa2 import hooks
+
+    seen: list[bool] = []
+
+    def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1), deterministic=False):
+        seen.append(deterministic)
+        return reference_attention(q, k, v, problem_mask(problem))
+
+    module = types.ModuleType("flash_attn")
+    module.flash_attn_func, module.flash_attn_varlen_func = flash_attn_func, None
+    monkeypatch.setitem(sys.modules, "flash_attn", module)
+    monkeypatch.setenv(backends.ENV_BACKEND, "flash_attn")
+    problem = Problem(kernel="fa2", mask="causal", seqlen=128, heads_q=2, heads_kv=2, head_dim=64, dtype="float32",
+                      direction="bwd", deterministic=True)
+    q, k, v = make_inputs(problem)
+    prepared = hooks.SPEC.prepare(problem, problem_mask(problem), q, k, v)
+    hooks.SPEC.run(prepared, q, k, v)
+    assert seen == [True] and hooks.supports(problem) is None
+    assert backends.path_name(prepared.adapter, prepared.ex.single, prepared.public) == "flash_attn_func"
+    monkeypatch.setenv(backends.ENV_BACKEND, "torch")
+    assert hooks.supports(problem) == hooks.TORCH_DETERMINISTIC
+    assert not hooks.SPEC.takes_head_dims(192, 128) and hooks.SPEC.takes_head_dims(256)

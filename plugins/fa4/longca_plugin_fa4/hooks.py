@@ -39,8 +39,10 @@ class FA4(plugin.FlashAdapter):
         from flash_attn.cute.interface import _flash_attn_bwd
 
         causal, left, right = self.window(args)
-        kwargs = dict(cu_seqlens_q=args.cu_q, cu_seqlens_k=args.cu_k,
-                      max_seqlen_q=args.max_q, max_seqlen_k=args.max_k) if args.varlen else {}
+        kwargs: dict = dict(cu_seqlens_q=args.cu_q, cu_seqlens_k=args.cu_k,
+                            max_seqlen_q=args.max_q, max_seqlen_k=args.max_k) if args.varlen else {}
+        if self.deterministic:  # asked for only when set: the default call is the same on every version
+            kwargs["deterministic"] = True
         dq, dk, dv = _flash_attn_bwd(q, k, v, out, dout, lse, args.scale, causal, 0.0,
                                      window_size_left=left, window_size_right=right, **kwargs)[:3]
         return dq, dk, dv
@@ -69,9 +71,34 @@ def version() -> str:
     return installed_version("flash-attn-4", "fa4") or "unknown version"
 
 
+# what flash-attn-4's _validate_head_dims accepts on both SM90 and SM100: 64..128 (V the same), 192/128
+# (DeepSeek) and 256/256; on SM90 any pair of multiples of 8 up to 256 would run, SM100 not
+HEAD_DIMS = (*plugin.FA_HEAD_DIMS, (192, 128))
+NO_DETERMINISTIC = ("this flash-attn-4 has no deterministic backward (_flash_attn_bwd takes no `deterministic`; "
+                    "newer releases do)")
+
+
+def has_deterministic() -> bool:
+    import inspect
+
+    from flash_attn.cute.interface import _flash_attn_bwd
+
+    return "deterministic" in inspect.signature(_flash_attn_bwd).parameters
+
+
+planned_prepare, run = plugin.make_prepare_run(FA4, plugin.library_public_for)
+
+
+def prepare(problem, mask, q, k, v):
+    if problem.deterministic and not has_deterministic():
+        raise plugin.UnsupportedError(NO_DETERMINISTIC)
+    return planned_prepare(problem, mask, q, k, v)
+
+
 SPEC = plugin.flash_kernel(
     "fa4", "flash-attn-4 (CuTe DSL, JIT): varlen documents, window_size, lse-merged calls for heterogeneous masks",
     FA4, library_reason=library_reason, backend=lambda: f"flash-attn-4 {version()} (flash_attn.cute)",
+    head_dims=HEAD_DIMS, deterministic=True, prepare_run=(prepare, run),
     url="https://github.com/Dao-AILab/flash-attention/tree/main/flash_attn/cute")
 
 

@@ -70,7 +70,7 @@ def supports(problem) -> str | None:
     major = torch.cuda.get_device_capability(problem.device)[0]
     alignment = 16 // torch.empty((), dtype=getattr(torch, problem.dtype)).element_size()
     try:
-        _validate_head_dims(problem.head_dim, problem.head_dim, major, alignment)
+        _validate_head_dims(problem.head_dim, problem.dv, major, alignment)
     except AssertionError as exc:
         return f"flash-attn-4: {exc}"
     return None
@@ -92,6 +92,10 @@ SPEC = KERNEL.spec(
     "FlexAttention on FlashAttention-4 (kernel_options BACKEND=FLASH): natural mask_mod, create_block_mask",
     dtypes=("bfloat16", "float16"), devices=("cuda",), min_compute_capability=(9, 0), available=available,
     supports=supports, backend=backend, compiles=True,
+    # what flash-attn-4 takes on SM90 and SM100 alike (its _validate_head_dims; `supports` asks it for this GPU)
+    head_dims=(64, 96, 128, 192, 256, (192, 128)),
+    deterministic=("torch's FLASH backend has a deterministic block-sparse backward (create_block_mask("
+                   "compute_dq_write_order=True)); this plugin does not build its masks that way yet"),
     url="https://pytorch.org/blog/flexattention-flash-attention-4/")
 
 

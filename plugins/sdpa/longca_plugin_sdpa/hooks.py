@@ -62,4 +62,7 @@ def longca_kernels():
         available=available,
         backend=lambda: "torch.nn.functional.scaled_dot_product_attention",
         memory=memory,
+        head_dims=None,  # any (Q/K, V) pair: SDPA takes V of its own head dim (Ev), its math backend anything
+        deterministic=("torch SDPA has no deterministic option per call; longca does not switch on the "
+                       "process-wide torch.use_deterministic_algorithms"),
     )]

@@ -43,6 +43,9 @@ def longca_kernels():
         prepare=prepare,
         run=run,
         backend=lambda: "torch.matmul",
+        head_dims=None,  # any (Q/K, V) pair: two matmuls
+        deterministic=("naive torch has no deterministic option of its own; longca does not switch on the "
+                       "process-wide torch.use_deterministic_algorithms"),
         memory=quadratic_memory,  # scores, mask and probabilities: S x S per head
     )]
 
