@@ -125,8 +125,12 @@ def pair_table(mask_slices: np.ndarray, q_runs: Sequence[Run], k_runs: Sequence[
 
 
 def _table(mask_slices: np.ndarray, qo: np.ndarray, ko: np.ndarray, owner: np.ndarray,
-           merged: bool = False) -> CallTable:
+           merged: bool = False, q_owner: np.ndarray | None = None) -> CallTable:
+    """The calls of query runs `qo` against key runs `ko` (`owner`: each key run's buffer). `q_owner` gives each
+    query run's buffer when several query buffers are computed at once (`buffers_table`): the calls come out
+    buffer after buffer, each buffer's exactly as a table of it alone would list them."""
     arr = sl.as_array(mask_slices)
+    q_owner = np.zeros(len(qo), dtype=np.int64) if q_owner is None else q_owner
     si, qi = _overlapping(qo[:, 1:], arr[:, 0], arr[:, 1])
     if len(si):
         cand, kj = _overlapping(ko[:, 1:], arr[si, 2], arr[si, 3])
@@ -140,17 +144,21 @@ def _table(mask_slices: np.ndarray, qo: np.ndarray, ko: np.ndarray, owner: np.nd
     band, pieces = band_pieces(np.maximum(s[:, 0], qo[qi, 1]), np.minimum(s[:, 1], qo[qi, 2]),
                                np.maximum(s[:, 2], ko[kj, 1]), np.minimum(s[:, 3], ko[kj, 2]), dlo, dhi)
     pq, pk, ps = qi[band], kj[band], si[band]
-    if merged:  # one call per key buffer: pieces in local coordinates of the whole buffers, rows in order
+    if merged:  # one call per (query buffer, key buffer): pieces in local coordinates of the buffers, rows in order
         pieces[:, 0:2] += (qo[pq, 0] - qo[pq, 1])[:, None]
         pieces[:, 2:4] += (ko[pk, 0] - ko[pk, 1])[:, None]
-        order = np.lexsort((pieces[:, 2], pieces[:, 0], owner[pk]))
-        pk, pieces = _coalesce(_first_run_of(owner, owner[pk[order]]), pieces[order])
-        pq = np.zeros(len(pk), dtype=np.int64)
+        width = int(owner.max()) + 1 if len(owner) else 1
+        pair = q_owner[pq] * width + owner[pk]  # (query buffer, key buffer)
+        order = np.lexsort((pieces[:, 2], pieces[:, 0], pair))
+        pair, pieces = _coalesce(pair[order], pieces[order])
+        pk = _first_run_of(owner, pair % width)
+        pq = _first_run_of(q_owner, pair // width)
         new = np.ones(len(pq), dtype=bool)
-        new[1:] = pk[1:] != pk[:-1]
+        new[1:] = pair[1:] != pair[:-1]
         return _grouped(pq, pk, pieces, new, np.zeros((len(qo), 3), dtype=np.int64),
                         np.zeros((len(ko), 3), dtype=np.int64))
-    order = np.lexsort((np.arange(len(band)), ps, pk, pq, owner[pk]))  # buffer, query run, key run, slice, piece
+    # query buffer, key buffer, query run, key run, slice, piece
+    order = np.lexsort((np.arange(len(band)), ps, pk, pq, owner[pk], q_owner[pq]))
     pq, pk, pieces = pq[order], pk[order], pieces[order]
     new = np.ones(len(pq), dtype=bool)
     new[1:] = (pq[1:] != pq[:-1]) | (pk[1:] != pk[:-1])  # (a key run belongs to one buffer)
@@ -235,3 +243,16 @@ def sources_table(mask_slices: np.ndarray, q_runs: Sequence[Run], sources: Seque
     ko, owner = buffers if buffers is not None else key_buffers(sources)
     table = _table(mask_slices, _offsets(q_runs), ko, owner, merged)
     return table, owner[table.ki]
+
+
+def buffers_table(mask_slices: np.ndarray, q_buffers: Sequence[Sequence[Run]], sources: Sequence[Sequence[Run]],
+                  buffers: tuple[np.ndarray, np.ndarray] | None = None,
+                  merged: bool = False) -> tuple[CallTable, np.ndarray, np.ndarray]:
+    """`sources_table` of several query buffers in one pass (every ring position, or every rank of a gather):
+    the table, each call's query buffer (index into `q_buffers`) and its source. Call for call the same as
+    `sources_table` of each query buffer in turn, one buffer's calls after another (`qi` then indexes the
+    query runs of all buffers together). Its memory is that of all the calls: pass buffers a chunk at a time."""
+    ko, owner = buffers if buffers is not None else key_buffers(sources)
+    qo, q_owner = key_buffers(q_buffers)
+    table = _table(mask_slices, qo, ko, owner, merged, q_owner)
+    return table, q_owner[table.qi], owner[table.ki]

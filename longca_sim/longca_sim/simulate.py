@@ -30,7 +30,8 @@ from longca.problem import Problem, build_mask
 from longca.results import ResultRow, new_row
 from longca.timing import L2_FLUSH_BYTES
 from longca_cp.accounting import balance_of, median_balance, rank_totals, schedule_of
-from longca_cp.schedule import ELEMENT_BYTES, GatherSchedule, RankCalls, RingSchedule, Schedule
+from longca_cp.calls import CallTable, buffers_table, key_buffers
+from longca_cp.schedule import ELEMENT_BYTES, GatherSchedule, RankCalls, RingSchedule, Schedule, merged_calls
 
 from .costmodel import DECLARED_SPEEDS, KernelFit, call_shapes, declared_fit, kernel_fit, table_features, tflops
 from .topology import Topology
@@ -49,6 +50,9 @@ MERGE_BYTES_MEASURED_ROWS = 45
 # makes its input contiguous and permutes its output (read + write each); the all-gather's output is
 # reordered into the global sequence (`Layout.assemble`); the reduce-scatter's input is stacked first
 COPY_BYTES = {"all_to_all": 4, "all_gather": 2, "reduce_scatter": 2}
+# ring positions (or gather ranks) whose calls are built and priced in one vectorised pass: memory holds their
+# calls together, so it bounds the peak; the numbers do not depend on it
+POSITIONS_PER_PASS = 32
 
 
 @dataclass
@@ -97,6 +101,57 @@ def _step_times(rc: RankCalls, pricing: Pricing, problem: Problem) -> tuple[np.n
         rc.features["shapes"] = call_shapes(rc.table)
     inside = pricing.fwd.inside(feats, rc.features["shapes"])
     share = float((kernel_f[inside].sum() + kernel_b[inside].sum()) / priced) if priced > 0 else 1.0
+    return fwd, bwd, share
+
+
+def _buffer_step_times(table: CallTable, buf: np.ndarray, step: np.ndarray, nbuf: int, nsteps: int, heads: tuple[int, int],
+                       unit: np.ndarray, shapes: np.ndarray, pricings: list[Pricing],
+                       problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_step_times` of the calls of many ranks at once (call i made by rank `buf[i]`, calls grouped by rank),
+    for every pricing: (forward ms (pricings, ranks, steps), backward ms, share (pricings, ranks)). Call for call
+    and sum for sum the same arithmetic as `_step_times` of each rank's own calls, so the same numbers.
+    `unit`: `table_features(table, 1)`, `shapes`: `call_shapes(table)`; `heads`: (query, KV) heads of a rank."""
+    heads_q, heads_kv = heads
+    n = len(pricings)
+    feats = unit * heads_q
+    feats[:, 0] = unit[:, 0]
+    t = table
+    rows = (t.q1 - t.q0).astype(float)
+    keys = (t.k1 - t.k0).astype(float)
+    elem = problem.batch * problem.head_dim
+    local_rows = problem.seqlen / (problem.world_size / max(1, problem.heads_q // heads_q))
+    count = np.bincount(buf, minlength=nbuf)
+    bounds = np.concatenate([[0], np.cumsum(count)])
+    first_call = np.minimum(bounds[:-1], max(len(t) - 1, 0))
+    single = (count == 1) & (rows[first_call] == local_rows if len(t) else False)  # one call over every row
+    single_call = single[buf]
+    order = np.lexsort((np.arange(len(t)), step, t.qi))
+    first = np.zeros(len(t), dtype=bool)  # the first call on a query run copies, the later ones merge
+    first[order[np.r_[True, t.qi[order][1:] != t.qi[order][:-1]]] if len(t) else order] = True
+    cell = buf * nsteps + step
+    fwd, bwd, share = np.zeros((n, nbuf, nsteps)), np.zeros((n, nbuf, nsteps)), np.ones((n, nbuf))
+    for i, pricing in enumerate(pricings):
+        # priced rank by rank: a matrix product's last bits depend on the rows it is given
+        kernel_f = np.concatenate([np.zeros(0)] + [pricing.fwd.price(feats[bounds[b]:bounds[b + 1]])
+                                                   for b in range(nbuf)])
+        kernel_b = np.concatenate([np.zeros(0)] + [pricing.bwd.price(feats[bounds[b]:bounds[b + 1]])
+                                                   for b in range(nbuf)])
+        hbm = pricing.topology.hbm_gbs * 1e6  # bytes per ms
+        per_row = np.where(first, CAST_BYTES, pricing.merge_bytes)
+        merge = np.where(single_call, 0.0, per_row * rows * heads_q * elem / hbm)
+        grads = np.where(single_call, 0.0, GRAD_BYTES * (rows * heads_q + 2 * keys * heads_kv) * elem / hbm)
+        extra = pricing.call_overhead_ms or {}
+        over_f = np.where(single_call, 0.0, extra.get("fwd", 0.0))
+        over_b = np.where(single_call, 0.0, extra.get("bwd", 0.0))
+        fwd[i] = np.bincount(cell, weights=kernel_f + merge + over_f, minlength=nbuf * nsteps).reshape(nbuf, nsteps)
+        bwd[i] = np.bincount(cell, weights=kernel_b + grads + over_b, minlength=nbuf * nsteps).reshape(nbuf, nsteps)
+        fwd[i, ~single & (count > 0), -1] += CAST_BYTES * local_rows * heads_q * elem / hbm
+        inside = pricing.fwd.inside(feats, shapes)
+        for b in range(nbuf):  # a rank's own sums, summed as `_step_times` sums them
+            lo, hi = bounds[b], bounds[b + 1]
+            kf, kb, ins = kernel_f[lo:hi], kernel_b[lo:hi], inside[lo:hi]
+            priced = kf.sum() + kb.sum()
+            share[i, b] = float((kf[ins].sum() + kb[ins].sum()) / priced) if priced > 0 else 1.0
     return fwd, bwd, share
 
 
@@ -191,19 +246,26 @@ class _Pricer:
             raise LongcaError("rings(): the schedules must share the mask draw, ring size and layout")
         r, n = first.ring_size, len(self.pricings)
         costs = [(np.zeros((n, r, r)), np.zeros((n, r, r)), np.zeros((n, r))) for _ in scheds]
-        for position in range(r):
-            table, source = first.position_calls(position)
+        runs = first.ring_layout.runs
+        buffers = key_buffers(runs)
+        for lo in range(0, r, POSITIONS_PER_PASS):
+            positions = np.arange(lo, min(r, lo + POSITIONS_PER_PASS))
+            table, buf, source = buffers_table(first.mask_slices, [runs[p] for p in positions], runs, buffers,
+                                               merged_calls(first.layout_kind))
             unit = table_features(table, 1)  # linear in the heads but for the launch column
             shapes = call_shapes(table)
+            count = np.bincount(buf, minlength=len(positions))  # calls per position
+            sums = np.diff(np.concatenate([[0], np.cumsum(table.area)])[np.concatenate([[0], np.cumsum(count)])])
             for sched, (cf, cb, shares) in zip(scheds, costs, strict=True):
-                rc = RankCalls(table, sched.step_of(position, source), sched.problem.heads_q // sched.head_degree,
-                               sched.problem.heads_kv * sched.kv_repeat // sched.head_degree, r)
-                feats = unit * rc.heads_q
-                feats[:, 0] = unit[:, 0]
-                rc.features.update(table=feats, shapes=shapes)
-                sched.totals[position * sched.head_degree] = (int(table.area.sum()), len(table), rc.heads_q)
-                for i, pricing in enumerate(self.pricings):
-                    cf[i, position], cb[i, position], shares[i, position] = _step_times(rc, pricing, sched.problem)
+                heads = (sched.problem.heads_q // sched.head_degree,
+                         sched.problem.heads_kv * sched.kv_repeat // sched.head_degree)
+                step = sched.step_of(positions[buf], source)
+                f, b, sh = _buffer_step_times(table, buf, step, len(positions), r, heads, unit, shapes, self.pricings,
+                                              sched.problem)
+                cf[:, positions], cb[:, positions], shares[:, positions] = f, b, sh
+                for k, p in enumerate(positions):
+                    sched.totals[int(p) * sched.head_degree] = (int(sums[k]), int(count[k]), heads[0])
+            del table, buf, source, unit, shapes
         return [self._ring_times(s, *c) for s, c in zip(scheds, costs, strict=True)]
 
     def _ring_times(self, sched: RingSchedule, cf: np.ndarray, cb: np.ndarray,
@@ -244,11 +306,19 @@ class _Pricer:
         topo = self.pricings[0].topology
         world, n = sched.world, len(self.pricings)
         cf, cb, shares = np.zeros((n, world)), np.zeros((n, world)), np.zeros((n, world))
-        for rank in range(world):
-            rc = sched.rank_calls(rank)
-            for i, pricing in enumerate(self.pricings):
-                f, b, shares[i, rank] = _step_times(rc, pricing, problem)
-                cf[i, rank], cb[i, rank] = f.sum(), b.sum()
+        runs, whole = sched.layout.runs, [((0, problem.seqlen),)]
+        for lo in range(0, world, POSITIONS_PER_PASS):
+            ranks = np.arange(lo, min(world, lo + POSITIONS_PER_PASS))
+            table, buf, _ = buffers_table(sched.mask_slices, [runs[k] for k in ranks], whole, None,
+                                          merged_calls(sched.layout_kind))
+            f, b, shares[:, ranks] = _buffer_step_times(table, buf, np.zeros(len(table), dtype=np.int64), len(ranks), 1,
+                                                        (problem.heads_q, problem.heads_kv), table_features(table, 1),
+                                                        call_shapes(table), self.pricings, problem)
+            cf[:, ranks], cb[:, ranks] = f.sum(axis=2), b.sum(axis=2)
+            count = np.bincount(buf, minlength=len(ranks))
+            sums = np.diff(np.concatenate([[0], np.cumsum(table.area)])[np.concatenate([[0], np.cumsum(count)])])
+            for k, rank in enumerate(ranks):
+                sched.totals[int(rank)] = (int(sums[k]), int(count[k]), problem.heads_q)
         ops = sched.comm(0)
         gather_f = _op_ms(ops, topo, "fwd", "all_gather")
         gather_b = _op_ms(ops, topo, "bwd", "all_gather")
