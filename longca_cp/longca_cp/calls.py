@@ -97,20 +97,22 @@ def _typed_area(q0, q1, k0, k1, t) -> np.ndarray:
 def band_pieces(q0, q1, k0, k1, dlo, dhi) -> tuple[np.ndarray, np.ndarray]:
     """`slices.band_to_slices` of many bands at once: (band index per piece, pieces (n, 5)), in order."""
     lo, hi = np.maximum(q0, k0 - dhi), np.minimum(q1, k1 - dlo)
-    ok = (q1 > q0) & (k1 > k0) & (dlo <= dhi) & (lo < hi)
+    idx = np.flatnonzero((q1 > q0) & (k1 > k0) & (dlo <= dhi) & (lo < hi))  # the bands that hold work
+    lo, hi, k0, k1, dlo, dhi = (x[idx] for x in (lo, hi, k0, k1, dlo, dhi))
     c1, c2 = k0 - dlo, k1 - dhi  # rows from c1 on start on the diagonal; rows up to c2 end at k1
     inside = lambda c: np.where((lo < c) & (c < hi), c, hi)  # noqa: E731 - absent cuts collapse onto hi
-    cuts = np.sort(np.column_stack([lo, inside(c1), inside(c2), hi]), axis=1)
-    band = np.repeat(np.arange(len(q0)), 3)
-    a, b = cuts[:, :3].ravel(), cuts[:, 1:].ravel()
-    keep = (b > a) & np.repeat(ok, 3)
+    i1, i2 = inside(c1), inside(c2)
+    m1, m2 = np.minimum(i1, i2), np.maximum(i1, i2)  # the cuts in order: lo <= m1 <= m2 <= hi
+    a, b = np.stack([lo, m1, m2], axis=1).reshape(-1), np.stack([m1, m2, hi], axis=1).reshape(-1)
+    band = np.repeat(np.arange(len(idx)), 3)
+    keep = b > a
     band, a, b = band[keep], a[keep], b[keep]
     start_diag, end_diag = a >= c1[band], b <= c2[band]
     pk0 = np.where(start_diag, a + dlo[band], k0[band])
     pk1 = np.where(end_diag, b + dhi[band], k1[band])
     kind = np.where(start_diag, np.where(end_diag, sl.BI_CAUSAL, sl.INV_CAUSAL),
                     np.where(end_diag, sl.CAUSAL, sl.FULL))
-    return band, np.column_stack([a, b, pk0, pk1, kind]).astype(np.int64)
+    return idx[band], np.column_stack([a, b, pk0, pk1, kind]).astype(np.int64)
 
 
 def pair_table(mask_slices: np.ndarray, q_runs: Sequence[Run], k_runs: Sequence[Run],
@@ -131,18 +133,17 @@ def _table(mask_slices: np.ndarray, qo: np.ndarray, ko: np.ndarray, owner: np.nd
     buffer after buffer, each buffer's exactly as a table of it alone would list them."""
     arr = sl.as_array(mask_slices)
     q_owner = np.zeros(len(qo), dtype=np.int64) if q_owner is None else q_owner
-    si, qi = _overlapping(qo[:, 1:], arr[:, 0], arr[:, 1])
-    if len(si):
-        cand, kj = _overlapping(ko[:, 1:], arr[si, 2], arr[si, 3])
-        si, qi = si[cand], qi[cand]
-    else:
-        kj = np.zeros(0, dtype=np.int64)
+    si, qi = _overlapping(qo[:, 1:], arr[:, 0], arr[:, 1])  # (slice, query run) pairs
     s = arr[si]
     t = s[:, 4]
-    dlo = np.where(np.isin(t, (sl.INV_CAUSAL, sl.BI_CAUSAL)), s[:, 2] - s[:, 0], -sl._INF)
-    dhi = np.where(np.isin(t, (sl.CAUSAL, sl.BI_CAUSAL)), s[:, 3] - s[:, 1], sl._INF)
-    band, pieces = band_pieces(np.maximum(s[:, 0], qo[qi, 1]), np.minimum(s[:, 1], qo[qi, 2]),
-                               np.maximum(s[:, 2], ko[kj, 1]), np.minimum(s[:, 3], ko[kj, 2]), dlo, dhi)
+    dlo = np.where((t == sl.INV_CAUSAL) | (t == sl.BI_CAUSAL), s[:, 2] - s[:, 0], -sl._INF)
+    dhi = np.where((t == sl.CAUSAL) | (t == sl.BI_CAUSAL), s[:, 3] - s[:, 1], sl._INF)
+    q0, q1 = np.maximum(s[:, 0], qo[qi, 1]), np.minimum(s[:, 1], qo[qi, 2])
+    # the key runs holding keys these rows see (row r sees keys r + dlo to r + dhi): no empty pairs are made
+    cand, kj = _overlapping(ko[:, 1:], np.maximum(s[:, 2], q0 + dlo), np.minimum(s[:, 3], q1 + dhi))
+    si, qi = si[cand], qi[cand]
+    band, pieces = band_pieces(q0[cand], q1[cand], np.maximum(s[cand, 2], ko[kj, 1]),
+                               np.minimum(s[cand, 3], ko[kj, 2]), dlo[cand], dhi[cand])
     pq, pk, ps = qi[band], kj[band], si[band]
     if merged:  # one call per (query buffer, key buffer): pieces in local coordinates of the buffers, rows in order
         pieces[:, 0:2] += (qo[pq, 0] - qo[pq, 1])[:, None]
