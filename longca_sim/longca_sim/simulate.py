@@ -156,15 +156,16 @@ def _buffer_step_times(table: CallTable, buf: np.ndarray, step: np.ndarray, nbuf
 
 
 def _ring_forward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, x_out, prev_in, prev_out):
+    """End time of every position; `c` (positions, steps) or (kernels, positions, steps) for several at once."""
     s = start.copy()
     w = sched.window
     for o in range(sched.windows):
         posted_outer = s.copy()
         for t in range(w):
-            e = s + c[:, o * w + t]
-            s = np.maximum(e, s[prev_in] + x_in[prev_in]) if t + 1 < w else e
+            e = s + c[..., o * w + t]
+            s = np.maximum(e, s[..., prev_in] + x_in[prev_in]) if t + 1 < w else e
         if o + 1 < sched.windows:
-            s = np.maximum(s, posted_outer[prev_out] + x_out[prev_out])
+            s = np.maximum(s, posted_outer[..., prev_out] + x_out[prev_out])
     return s
 
 
@@ -177,21 +178,21 @@ def _ring_backward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, 
         posted_outer = s.copy()
         sent: np.ndarray | None = None
         for t in range(w):
-            d = s + c[:, o * w + t]
+            d = s + c[..., o * w + t]
             if sent is not None:
-                d = np.maximum(d, sent[prev_in] + x_in[prev_in])
+                d = np.maximum(d, sent[..., prev_in] + x_in[prev_in])
             sent = d if w > 1 else None
-            s = np.maximum(d, s[prev_in] + x_in[prev_in]) if t + 1 < w else d
+            s = np.maximum(d, s[..., prev_in] + x_in[prev_in]) if t + 1 < w else d
         if sent is not None:
-            s = np.maximum(s, sent[prev_in] + x_in[prev_in])
+            s = np.maximum(s, sent[..., prev_in] + x_in[prev_in])
         if outer_sum is not None:
-            s = np.maximum(s, outer_sum[prev_out] + x_out[prev_out])
+            s = np.maximum(s, outer_sum[..., prev_out] + x_out[prev_out])
         if windows > 1:
             outer_sum = s.copy()
         if o + 1 < windows:
-            s = np.maximum(s, posted_outer[prev_out] + x_out[prev_out])
+            s = np.maximum(s, posted_outer[..., prev_out] + x_out[prev_out])
     if outer_sum is not None:
-        s = np.maximum(s, outer_sum[prev_out] + x_out[prev_out])
+        s = np.maximum(s, outer_sum[..., prev_out] + x_out[prev_out])
     return s
 
 
@@ -288,15 +289,18 @@ class _Pricer:
         links = {phase: (_ring_link_ms(sched, topo, phase, "inner"), _ring_link_ms(sched, topo, phase, "outer"))
                  for phase in ("fwd", "bwd")}
         zero = np.zeros(r)
+        timelines = {}
+        for phase, c, run in (("fwd", cf, _ring_forward), ("bwd", cb, _ring_backward)):  # every kernel at once
+            x_in, x_out = links[phase]
+            end = _timeline(run, c, sched, x_in, x_out, prev_in, prev_out, a2a[phase], frac[phase])
+            # the same steps with every transfer free: what is left of waiting is waiting for slower ranks
+            alone = _timeline(run, c, sched, zero, zero, prev_in, prev_out, zero, 0.0)
+            timelines[phase] = (end, c, alone)
         outs = []
         for i in range(n):
             out: dict[str, Any] = {}
-            for phase, c, run in (("fwd", cf[i], _ring_forward), ("bwd", cb[i], _ring_backward)):
-                x_in, x_out = links[phase]
-                end = _timeline(run, c, sched, x_in, x_out, prev_in, prev_out, a2a[phase], frac[phase])
-                # the same steps with every transfer free: what is left of waiting is waiting for slower ranks
-                alone = _timeline(run, c, sched, zero, zero, prev_in, prev_out, zero, 0.0)
-                out[phase] = tuple(np.repeat(x, sched.head_degree) for x in (end, c.sum(axis=1), alone))
+            for phase, (end, c, alone) in timelines.items():
+                out[phase] = tuple(np.repeat(x, sched.head_degree) for x in (end[i], c[i].sum(axis=1), alone[i]))
             out["measured_share"] = float(np.mean(shares[i]))
             outs.append(out)
         return outs
@@ -389,6 +393,9 @@ def simulate_schedules_all(items: list[tuple[Schedule, float]], pricings: list[P
     """`simulate_schedule_all` of several (schedule, mask area) pairs: ring schedules of the same mask draw, ring
     size and layout share one pass over their positions (each position's calls built and featured once)."""
     pricer = _Pricer(pricings)
+    fresh = [sched for sched, _ in items if sched.memo is None]
+    for sched in fresh:  # every rank's transfers are read several times: kept while these are priced
+        sched.memo = {}
     sims: dict[int, list[dict[str, Any]]] = {}
     groups: dict[tuple, list[int]] = {}
     for j, (sched, _) in enumerate(items):
@@ -399,7 +406,10 @@ def simulate_schedules_all(items: list[tuple[Schedule, float]], pricings: list[P
     for index in groups.values():
         for j, sim in zip(index, pricer.rings([items[j][0] for j in index]), strict=True):  # type: ignore[misc]
             sims[j] = sim
-    return [_figures(sched, area, pricings, sims[j]) for j, (sched, area) in enumerate(items)]
+    out = [_figures(sched, area, pricings, sims[j]) for j, (sched, area) in enumerate(items)]
+    for sched in fresh:
+        sched.memo = None
+    return out
 
 
 def _figures(sched: Schedule, area: float, pricings: list[Pricing], sims: list[dict[str, Any]]) -> list[dict[str, Any]]:
