@@ -104,13 +104,32 @@ def _step_times(rc: RankCalls, pricing: Pricing, problem: Problem) -> tuple[np.n
     return fwd, bwd, share
 
 
+def _kernel_prices(feats: np.ndarray, shapes: np.ndarray, bounds: np.ndarray,
+                   pricing: Pricing) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Kernel ms of every call, forward and backward, and each rank's share inside the fitted range (ranks' calls
+    from `bounds[b]` to `bounds[b + 1]`), each rank's priced and summed on its own as `_step_times` does (a
+    matrix product's last bits depend on the rows it is given)."""
+    nbuf = len(bounds) - 1
+    kernel_f = np.concatenate([np.zeros(0)] + [pricing.fwd.price(feats[bounds[b]:bounds[b + 1]]) for b in range(nbuf)])
+    kernel_b = np.concatenate([np.zeros(0)] + [pricing.bwd.price(feats[bounds[b]:bounds[b + 1]]) for b in range(nbuf)])
+    inside = pricing.fwd.inside(feats, shapes)
+    share = np.ones(nbuf)
+    for b in range(nbuf):
+        lo, hi = bounds[b], bounds[b + 1]
+        kf, kb, ins = kernel_f[lo:hi], kernel_b[lo:hi], inside[lo:hi]
+        priced = kf.sum() + kb.sum()
+        share[b] = float((kf[ins].sum() + kb[ins].sum()) / priced) if priced > 0 else 1.0
+    return kernel_f, kernel_b, share
+
+
 def _buffer_step_times(table: CallTable, buf: np.ndarray, step: np.ndarray, nbuf: int, nsteps: int, heads: tuple[int, int],
                        unit: np.ndarray, shapes: np.ndarray, pricings: list[Pricing],
-                       problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                       problem: Problem, cache: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`_step_times` of the calls of many ranks at once (call i made by rank `buf[i]`, calls grouped by rank),
     for every pricing: (forward ms (pricings, ranks, steps), backward ms, share (pricings, ranks)). Call for call
     and sum for sum the same arithmetic as `_step_times` of each rank's own calls, so the same numbers.
-    `unit`: `table_features(table, 1)`, `shapes`: `call_shapes(table)`; `heads`: (query, KV) heads of a rank."""
+    `unit`: `table_features(table, 1)`, `shapes`: `call_shapes(table)`; `heads`: (query, KV) heads of a rank.
+    `cache`: a dict kept for one table: its kernel prices per query heads, shared by schedules of other windows."""
     heads_q, heads_kv = heads
     n = len(pricings)
     feats = unit * heads_q
@@ -130,12 +149,11 @@ def _buffer_step_times(table: CallTable, buf: np.ndarray, step: np.ndarray, nbuf
     first[order[np.r_[True, t.qi[order][1:] != t.qi[order][:-1]]] if len(t) else order] = True
     cell = buf * nsteps + step
     fwd, bwd, share = np.zeros((n, nbuf, nsteps)), np.zeros((n, nbuf, nsteps)), np.ones((n, nbuf))
+    cache = {} if cache is None else cache
     for i, pricing in enumerate(pricings):
-        # priced rank by rank: a matrix product's last bits depend on the rows it is given
-        kernel_f = np.concatenate([np.zeros(0)] + [pricing.fwd.price(feats[bounds[b]:bounds[b + 1]])
-                                                   for b in range(nbuf)])
-        kernel_b = np.concatenate([np.zeros(0)] + [pricing.bwd.price(feats[bounds[b]:bounds[b + 1]])
-                                                   for b in range(nbuf)])
+        if (heads_q, i) not in cache:
+            cache[heads_q, i] = _kernel_prices(feats, shapes, bounds, pricing)
+        kernel_f, kernel_b, share[i] = cache[heads_q, i]
         hbm = pricing.topology.hbm_gbs * 1e6  # bytes per ms
         per_row = np.where(first, CAST_BYTES, pricing.merge_bytes)
         merge = np.where(single_call, 0.0, per_row * rows * heads_q * elem / hbm)
@@ -146,12 +164,6 @@ def _buffer_step_times(table: CallTable, buf: np.ndarray, step: np.ndarray, nbuf
         fwd[i] = np.bincount(cell, weights=kernel_f + merge + over_f, minlength=nbuf * nsteps).reshape(nbuf, nsteps)
         bwd[i] = np.bincount(cell, weights=kernel_b + grads + over_b, minlength=nbuf * nsteps).reshape(nbuf, nsteps)
         fwd[i, ~single & (count > 0), -1] += CAST_BYTES * local_rows * heads_q * elem / hbm
-        inside = pricing.fwd.inside(feats, shapes)
-        for b in range(nbuf):  # a rank's own sums, summed as `_step_times` sums them
-            lo, hi = bounds[b], bounds[b + 1]
-            kf, kb, ins = kernel_f[lo:hi], kernel_b[lo:hi], inside[lo:hi]
-            priced = kf.sum() + kb.sum()
-            share[i, b] = float((kf[ins].sum() + kb[ins].sum()) / priced) if priced > 0 else 1.0
     return fwd, bwd, share
 
 
@@ -257,12 +269,13 @@ class _Pricer:
             shapes = call_shapes(table)
             count = np.bincount(buf, minlength=len(positions))  # calls per position
             sums = np.diff(np.concatenate([[0], np.cumsum(table.area)])[np.concatenate([[0], np.cumsum(count)])])
+            cache: dict = {}
             for sched, (cf, cb, shares) in zip(scheds, costs, strict=True):
                 heads = (sched.problem.heads_q // sched.head_degree,
                          sched.problem.heads_kv * sched.kv_repeat // sched.head_degree)
                 step = sched.step_of(positions[buf], source)
                 f, b, sh = _buffer_step_times(table, buf, step, len(positions), r, heads, unit, shapes, self.pricings,
-                                              sched.problem)
+                                              sched.problem, cache)
                 cf[:, positions], cb[:, positions], shares[:, positions] = f, b, sh
                 for k, p in enumerate(positions):
                     sched.totals[int(p) * sched.head_degree] = (int(sums[k]), int(count[k]), heads[0])
