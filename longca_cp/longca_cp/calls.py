@@ -126,21 +126,48 @@ def pair_table(mask_slices: np.ndarray, q_runs: Sequence[Run], k_runs: Sequence[
     return _table(mask_slices, _offsets(q_runs), k, np.zeros(len(k), dtype=np.int64), merged)
 
 
-def _table(mask_slices: np.ndarray, qo: np.ndarray, ko: np.ndarray, owner: np.ndarray,
-           merged: bool = False, q_owner: np.ndarray | None = None) -> CallTable:
-    """The calls of query runs `qo` against key runs `ko` (`owner`: each key run's buffer). `q_owner` gives each
-    query run's buffer when several query buffers are computed at once (`buffers_table`): the calls come out
-    buffer after buffer, each buffer's exactly as a table of it alone would list them."""
+def _row_pairs(mask_slices: np.ndarray, qo: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Every (slice, query run) pair that shares rows: slice and run indices, the slice, the shared rows
+    [q0, q1), the slice's band (row r sees keys r + dlo to r + dhi) and the keys [klo, khi) those rows see,
+    so that only the key runs holding some of them become candidates."""
     arr = sl.as_array(mask_slices)
-    q_owner = np.zeros(len(qo), dtype=np.int64) if q_owner is None else q_owner
-    si, qi = _overlapping(qo[:, 1:], arr[:, 0], arr[:, 1])  # (slice, query run) pairs
+    si, qi = _overlapping(qo[:, 1:], arr[:, 0], arr[:, 1])
     s = arr[si]
     t = s[:, 4]
     dlo = np.where((t == sl.INV_CAUSAL) | (t == sl.BI_CAUSAL), s[:, 2] - s[:, 0], -sl._INF)
     dhi = np.where((t == sl.CAUSAL) | (t == sl.BI_CAUSAL), s[:, 3] - s[:, 1], sl._INF)
     q0, q1 = np.maximum(s[:, 0], qo[qi, 1]), np.minimum(s[:, 1], qo[qi, 2])
-    # the key runs holding keys these rows see (row r sees keys r + dlo to r + dhi): no empty pairs are made
-    cand, kj = _overlapping(ko[:, 1:], np.maximum(s[:, 2], q0 + dlo), np.minimum(s[:, 3], q1 + dhi))
+    return si, qi, s, q0, q1, dlo, dhi, np.maximum(s[:, 2], q0 + dlo), np.minimum(s[:, 3], q1 + dhi)
+
+
+def buffer_passes(mask_slices: np.ndarray, q_buffers: Sequence[Sequence[Run]], buffers: tuple[np.ndarray, np.ndarray],
+                  budget: int) -> list[range]:
+    """Consecutive query buffers cut into passes of at most about `budget` candidate (slice, query run, key run)
+    triples each (at least one buffer a pass): what `buffers_table` of a pass holds in memory grows with them."""
+    ko = buffers[0]
+    qo, q_owner = key_buffers(q_buffers)
+    _, qi, *_, klo, khi = _row_pairs(mask_slices, qo)
+    starts, ends = np.sort(ko[:, 1]), np.sort(ko[:, 2])  # (disjoint runs: both in the runs' order)
+    count = np.maximum(np.searchsorted(starts, khi, "left") - np.searchsorted(ends, klo, "right"), 0)
+    per_buffer = np.bincount(q_owner[qi], weights=count, minlength=len(q_buffers))
+    out, lo, held = [], 0, 0.0
+    for b, c in enumerate(per_buffer):
+        if b > lo and held + c > budget:
+            out.append(range(lo, b))
+            lo, held = b, 0.0
+        held += c
+    out.append(range(lo, len(q_buffers)))
+    return out
+
+
+def _table(mask_slices: np.ndarray, qo: np.ndarray, ko: np.ndarray, owner: np.ndarray,
+           merged: bool = False, q_owner: np.ndarray | None = None) -> CallTable:
+    """The calls of query runs `qo` against key runs `ko` (`owner`: each key run's buffer). `q_owner` gives each
+    query run's buffer when several query buffers are computed at once (`buffers_table`): the calls come out
+    buffer after buffer, each buffer's exactly as a table of it alone would list them."""
+    q_owner = np.zeros(len(qo), dtype=np.int64) if q_owner is None else q_owner
+    si, qi, s, q0, q1, dlo, dhi, klo, khi = _row_pairs(mask_slices, qo)
+    cand, kj = _overlapping(ko[:, 1:], klo, khi)
     si, qi = si[cand], qi[cand]
     band, pieces = band_pieces(q0[cand], q1[cand], np.maximum(s[cand, 2], ko[kj, 1]),
                                np.minimum(s[cand, 3], ko[kj, 2]), dlo[cand], dhi[cand])

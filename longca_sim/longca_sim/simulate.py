@@ -30,7 +30,7 @@ from longca.problem import Problem, build_mask
 from longca.results import ResultRow, new_row
 from longca.timing import L2_FLUSH_BYTES
 from longca_cp.accounting import balance_of, median_balance, rank_totals, schedule_of
-from longca_cp.calls import CallTable, buffers_table, key_buffers
+from longca_cp.calls import CallTable, buffer_passes, buffers_table, key_buffers
 from longca_cp.schedule import ELEMENT_BYTES, GatherSchedule, RankCalls, RingSchedule, Schedule, merged_calls
 
 from .costmodel import DECLARED_SPEEDS, KernelFit, call_shapes, declared_fit, kernel_fit, table_features, tflops
@@ -50,9 +50,10 @@ MERGE_BYTES_MEASURED_ROWS = 45
 # makes its input contiguous and permutes its output (read + write each); the all-gather's output is
 # reordered into the global sequence (`Layout.assemble`); the reduce-scatter's input is stacked first
 COPY_BYTES = {"all_to_all": 4, "all_gather": 2, "reduce_scatter": 2}
-# ring positions (or gather ranks) whose calls are built and priced in one vectorised pass: memory holds their
-# calls together, so it bounds the peak; the numbers do not depend on it
-POSITIONS_PER_PASS = 32
+# ring positions (or gather ranks) are built and priced together, a pass at a time, as many as hold this many
+# candidate (slice, query run, key run) triples (`calls.buffer_passes`): memory holds one pass's calls, so this
+# bounds the peak (a few hundred bytes a candidate); the numbers do not depend on it
+PASS_CANDIDATES = 1 << 19
 
 
 @dataclass
@@ -261,8 +262,8 @@ class _Pricer:
         costs = [(np.zeros((n, r, r)), np.zeros((n, r, r)), np.zeros((n, r))) for _ in scheds]
         runs = first.ring_layout.runs
         buffers = key_buffers(runs)
-        for lo in range(0, r, POSITIONS_PER_PASS):
-            positions = np.arange(lo, min(r, lo + POSITIONS_PER_PASS))
+        for chunk in buffer_passes(first.mask_slices, runs, buffers, PASS_CANDIDATES):
+            positions = np.arange(chunk.start, chunk.stop)
             table, buf, source = buffers_table(first.mask_slices, [runs[p] for p in positions], runs, buffers,
                                                merged_calls(first.layout_kind))
             unit = table_features(table, 1)  # linear in the heads but for the launch column
@@ -324,9 +325,10 @@ class _Pricer:
         world, n = sched.world, len(self.pricings)
         cf, cb, shares = np.zeros((n, world)), np.zeros((n, world)), np.zeros((n, world))
         runs, whole = sched.layout.runs, [((0, problem.seqlen),)]
-        for lo in range(0, world, POSITIONS_PER_PASS):
-            ranks = np.arange(lo, min(world, lo + POSITIONS_PER_PASS))
-            table, buf, _ = buffers_table(sched.mask_slices, [runs[k] for k in ranks], whole, None,
+        buffers = key_buffers(whole)
+        for chunk in buffer_passes(sched.mask_slices, runs, buffers, PASS_CANDIDATES):
+            ranks = np.arange(chunk.start, chunk.stop)
+            table, buf, _ = buffers_table(sched.mask_slices, [runs[k] for k in ranks], whole, buffers,
                                           merged_calls(sched.layout_kind))
             f, b, shares[:, ranks] = _buffer_step_times(table, buf, np.zeros(len(table), dtype=np.int64), len(ranks), 1,
                                                         (problem.heads_q, problem.heads_kv), table_features(table, 1),
