@@ -98,21 +98,23 @@ def band_pieces(q0, q1, k0, k1, dlo, dhi) -> tuple[np.ndarray, np.ndarray]:
     """`slices.band_to_slices` of many bands at once: (band index per piece, pieces (n, 5)), in order."""
     lo, hi = np.maximum(q0, k0 - dhi), np.minimum(q1, k1 - dlo)
     idx = np.flatnonzero((q1 > q0) & (k1 > k0) & (dlo <= dhi) & (lo < hi))  # the bands that hold work
-    lo, hi, k0, k1, dlo, dhi = (x[idx] for x in (lo, hi, k0, k1, dlo, dhi))
+    lo, hi, k0, k1, dlo, dhi = (x[idx][:, None] for x in (lo, hi, k0, k1, dlo, dhi))
     c1, c2 = k0 - dlo, k1 - dhi  # rows from c1 on start on the diagonal; rows up to c2 end at k1
     inside = lambda c: np.where((lo < c) & (c < hi), c, hi)  # noqa: E731 - absent cuts collapse onto hi
     i1, i2 = inside(c1), inside(c2)
     m1, m2 = np.minimum(i1, i2), np.maximum(i1, i2)  # the cuts in order: lo <= m1 <= m2 <= hi
-    a, b = np.stack([lo, m1, m2], axis=1).reshape(-1), np.stack([m1, m2, hi], axis=1).reshape(-1)
-    band = np.repeat(np.arange(len(idx)), 3)
+    a, b = np.hstack([lo, m1, m2]), np.hstack([m1, m2, hi])  # (bands, 3): each band's three pieces in order
     keep = b > a
-    band, a, b = band[keep], a[keep], b[keep]
-    start_diag, end_diag = a >= c1[band], b <= c2[band]
-    pk0 = np.where(start_diag, a + dlo[band], k0[band])
-    pk1 = np.where(end_diag, b + dhi[band], k1[band])
+    start_diag, end_diag = a >= c1, b <= c2
+    pk0 = np.where(start_diag, a + dlo, k0)
+    pk1 = np.where(end_diag, b + dhi, k1)
     kind = np.where(start_diag, np.where(end_diag, sl.BI_CAUSAL, sl.INV_CAUSAL),
                     np.where(end_diag, sl.CAUSAL, sl.FULL))
-    return idx[band], np.column_stack([a, b, pk0, pk1, kind]).astype(np.int64)
+    band = np.broadcast_to(idx[:, None], keep.shape)[keep]
+    pieces = np.empty((len(band), 5), dtype=np.int64)
+    for col, x in enumerate((a, b, pk0, pk1, kind)):
+        pieces[:, col] = x[keep]
+    return band, pieces
 
 
 def pair_table(mask_slices: np.ndarray, q_runs: Sequence[Run], k_runs: Sequence[Run],
