@@ -97,23 +97,30 @@ def _typed_area(q0, q1, k0, k1, t) -> np.ndarray:
 def band_pieces(q0, q1, k0, k1, dlo, dhi) -> tuple[np.ndarray, np.ndarray]:
     """`slices.band_to_slices` of many bands at once: (band index per piece, pieces (n, 5)), in order."""
     lo, hi = np.maximum(q0, k0 - dhi), np.minimum(q1, k1 - dlo)
-    idx = np.flatnonzero((q1 > q0) & (k1 > k0) & (dlo <= dhi) & (lo < hi))  # the bands that hold work
-    lo, hi, k0, k1, dlo, dhi = (x[idx][:, None] for x in (lo, hi, k0, k1, dlo, dhi))
+    ok = (q1 > q0) & (k1 > k0) & (dlo <= dhi) & (lo < hi)  # the bands that hold work
+    idx = np.flatnonzero(ok)
+    if len(idx) < len(ok):
+        lo, hi, k0, k1, dlo, dhi = (x[idx] for x in (lo, hi, k0, k1, dlo, dhi))
     c1, c2 = k0 - dlo, k1 - dhi  # rows from c1 on start on the diagonal; rows up to c2 end at k1
     inside = lambda c: np.where((lo < c) & (c < hi), c, hi)  # noqa: E731 - absent cuts collapse onto hi
     i1, i2 = inside(c1), inside(c2)
     m1, m2 = np.minimum(i1, i2), np.maximum(i1, i2)  # the cuts in order: lo <= m1 <= m2 <= hi
-    a, b = np.hstack([lo, m1, m2]), np.hstack([m1, m2, hi])  # (bands, 3): each band's three pieces in order
-    keep = b > a
-    start_diag, end_diag = a >= c1, b <= c2
-    pk0 = np.where(start_diag, a + dlo, k0)
-    pk1 = np.where(end_diag, b + dhi, k1)
-    kind = np.where(start_diag, np.where(end_diag, sl.BI_CAUSAL, sl.INV_CAUSAL),
-                    np.where(end_diag, sl.CAUSAL, sl.FULL))
-    band = np.broadcast_to(idx[:, None], keep.shape)[keep]
-    pieces = np.empty((len(band), 5), dtype=np.int64)
-    for col, x in enumerate((a, b, pk0, pk1, kind)):
-        pieces[:, col] = x[keep]
+    slots = ((lo, m1), (m1, m2), (m2, hi))  # each band's three pieces; the empty ones are dropped
+    keeps = [b > a for a, b in slots]
+    count = keeps[0].astype(np.int64) + keeps[1] + keeps[2]
+    at = np.cumsum(count) - count  # where each band's first piece goes
+    band, pieces = np.empty(int(count.sum()), dtype=np.int64), np.empty((int(count.sum()), 5), dtype=np.int64)
+    for (a, b), keep in zip(slots, keeps, strict=True):
+        sel = np.flatnonzero(keep)
+        pos, a, b = at[sel], a[sel], b[sel]
+        start_diag, end_diag = a >= c1[sel], b <= c2[sel]
+        band[pos] = idx[sel]
+        pieces[pos, 0], pieces[pos, 1] = a, b
+        pieces[pos, 2] = np.where(start_diag, a + dlo[sel], k0[sel])
+        pieces[pos, 3] = np.where(end_diag, b + dhi[sel], k1[sel])
+        pieces[pos, 4] = np.where(start_diag, np.where(end_diag, sl.BI_CAUSAL, sl.INV_CAUSAL),
+                                  np.where(end_diag, sl.CAUSAL, sl.FULL))
+        at = at + keep
     return band, pieces
 
 
@@ -175,8 +182,9 @@ def _table(mask_slices: np.ndarray, qo: np.ndarray, ko: np.ndarray, owner: np.nd
                                np.minimum(s[cand, 3], ko[kj, 2]), dlo[cand], dhi[cand])
     pq, pk, ps = qi[band], kj[band], si[band]
     if merged:  # one call per (query buffer, key buffer): pieces in local coordinates of the buffers, rows in order
-        pieces[:, 0:2] += (qo[pq, 0] - qo[pq, 1])[:, None]
-        pieces[:, 2:4] += (ko[pk, 0] - ko[pk, 1])[:, None]
+        for col, shift in ((0, qo[pq, 0] - qo[pq, 1]), (2, ko[pk, 0] - ko[pk, 1])):  # (column by column: fast)
+            pieces[:, col] += shift
+            pieces[:, col + 1] += shift
         width = int(owner.max()) + 1 if len(owner) else 1
         pair = q_owner[pq] * width + owner[pk]  # (query buffer, key buffer)
         order = np.lexsort((pieces[:, 2], pieces[:, 0], pair))
@@ -234,8 +242,9 @@ def _grouped(pq: np.ndarray, pk: np.ndarray, pieces: np.ndarray, new: np.ndarray
     areas = _typed_area(*pieces.T)
     area = np.add.reduceat(areas, first) if len(first) else first
     rel = pieces.copy()
-    rel[:, 0:2] -= gq0[group][:, None]
-    rel[:, 2:4] -= gk0[group][:, None]
+    for col, shift in ((0, gq0[group]), (2, gk0[group])):  # (column by column: fast)
+        rel[:, col] -= shift
+        rel[:, col + 1] -= shift
     cq, ck = pq[first], pk[first]
     return CallTable(cq, ck, qo[cq, 0] + gq0 - qo[cq, 1], qo[cq, 0] + gq1 - qo[cq, 1],
                      ko[ck, 0] + gk0 - ko[ck, 1], ko[ck, 0] + gk1 - ko[ck, 1], area.astype(np.int64), start, rel)
