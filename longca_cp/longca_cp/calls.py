@@ -110,9 +110,13 @@ def band_pieces(q0, q1, k0, k1, dlo, dhi) -> tuple[np.ndarray, np.ndarray]:
     count = keeps[0].astype(np.int64) + keeps[1] + keeps[2]
     at = np.cumsum(count) - count  # where each band's first piece goes
     band, pieces = np.empty(int(count.sum()), dtype=np.int64), np.empty((int(count.sum()), 5), dtype=np.int64)
+    one = not (keeps[1].any() or keeps[2].any())  # every band one piece (full blocks, triangles): no scattering
     for (a, b), keep in zip(slots, keeps, strict=True):
-        sel = np.flatnonzero(keep)
-        pos, a, b = at[sel], a[sel], b[sel]
+        if one and keep is not keeps[0]:
+            break
+        sel: slice | np.ndarray = slice(None) if keep.all() else np.flatnonzero(keep)
+        pos: slice | np.ndarray = slice(None) if one else at[sel]
+        a, b = a[sel], b[sel]
         start_diag, end_diag = a >= c1[sel], b <= c2[sel]
         band[pos] = idx[sel]
         pieces[pos, 0], pieces[pos, 1] = a, b
