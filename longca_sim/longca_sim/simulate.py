@@ -123,8 +123,8 @@ def _kernel_prices(feats: np.ndarray, shapes: np.ndarray, bounds: np.ndarray,
     return kernel_f, kernel_b, share
 
 
-def _buffer_step_times(table: CallTable, buf: np.ndarray, step: np.ndarray, nbuf: int, nsteps: int, heads: tuple[int, int],
-                       unit: np.ndarray, shapes: np.ndarray, pricings: list[Pricing],
+def _buffer_step_times(table: CallTable, buf: np.ndarray, step: np.ndarray, nbuf: int, nsteps: int,
+                       heads: tuple[int, int], unit: np.ndarray, shapes: np.ndarray, pricings: list[Pricing],
                        problem: Problem, cache: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`_step_times` of the calls of many ranks at once (call i made by rank `buf[i]`, calls grouped by rank),
     for every pricing: (forward ms (pricings, ranks, steps), backward ms, share (pricings, ranks)). Call for call
