@@ -191,7 +191,11 @@ def _table(mask_slices: np.ndarray, qo: np.ndarray, ko: np.ndarray, owner: np.nd
             pieces[:, col + 1] += shift
         width = int(owner.max()) + 1 if len(owner) else 1
         pair = q_owner[pq] * width + owner[pk]  # (query buffer, key buffer)
-        order = np.lexsort((pieces[:, 2], pieces[:, 0], pair))
+        span = int(max(pieces[:, 1].max(), pieces[:, 3].max())) + 1 if len(pieces) else 1
+        if len(pieces) and (int(pair.max()) + 1) * span * span < 2**62:  # one sort of one key: 2.5x faster
+            order = np.argsort((pair * span + pieces[:, 0]) * span + pieces[:, 2], kind="stable")
+        else:
+            order = np.lexsort((pieces[:, 2], pieces[:, 0], pair))
         pair, pieces = _coalesce(pair[order], pieces[order])
         pk = _first_run_of(owner, pair % width)
         pq = _first_run_of(q_owner, pair // width)
