@@ -219,7 +219,8 @@ def _coalesce(buffer: np.ndarray, pieces: np.ndarray) -> tuple[np.ndarray, np.nd
         return buffer, pieces
     prev, cur = pieces[:-1], pieces[1:]
     joins = ((buffer[1:] == buffer[:-1]) & (cur[:, 0] == prev[:, 0]) & (cur[:, 1] == prev[:, 1])
-             & (cur[:, 2] == prev[:, 3]) & (prev[:, 4] == sl.FULL) & np.isin(cur[:, 4], (sl.FULL, sl.CAUSAL)))
+             & (cur[:, 2] == prev[:, 3]) & (prev[:, 4] == sl.FULL)
+             & ((cur[:, 4] == sl.FULL) | (cur[:, 4] == sl.CAUSAL)))
     if not joins.any():
         return buffer, pieces
     starts = np.flatnonzero(np.r_[True, ~joins])
