@@ -146,7 +146,7 @@ def _buffer_step_times(table: CallTable, buf: np.ndarray, step: np.ndarray, nbuf
     first_call = np.minimum(bounds[:-1], max(len(t) - 1, 0))
     single = (count == 1) & (rows[first_call] == local_rows if len(t) else False)  # one call over every row
     single_call = single[buf]
-    order = np.lexsort((np.arange(len(t)), step, t.qi))
+    order = np.argsort(t.qi * nsteps + step, kind="stable")  # by query run, then step, then call
     first = np.zeros(len(t), dtype=bool)  # the first call on a query run copies, the later ones merge
     first[order[np.r_[True, t.qi[order][1:] != t.qi[order][:-1]]] if len(t) else order] = True
     cell = buf * nsteps + step
