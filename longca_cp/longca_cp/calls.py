@@ -97,20 +97,35 @@ def _typed_area(q0, q1, k0, k1, t) -> np.ndarray:
 def band_pieces(q0, q1, k0, k1, dlo, dhi) -> tuple[np.ndarray, np.ndarray]:
     """`slices.band_to_slices` of many bands at once: (band index per piece, pieces (n, 5)), in order."""
     lo, hi = np.maximum(q0, k0 - dhi), np.minimum(q1, k1 - dlo)
-    ok = (q1 > q0) & (k1 > k0) & (dlo <= dhi) & (lo < hi)
+    ok = (q1 > q0) & (k1 > k0) & (dlo <= dhi) & (lo < hi)  # the bands that hold work
+    idx = np.flatnonzero(ok)
+    if len(idx) < len(ok):
+        lo, hi, k0, k1, dlo, dhi = (x[idx] for x in (lo, hi, k0, k1, dlo, dhi))
     c1, c2 = k0 - dlo, k1 - dhi  # rows from c1 on start on the diagonal; rows up to c2 end at k1
     inside = lambda c: np.where((lo < c) & (c < hi), c, hi)  # noqa: E731 - absent cuts collapse onto hi
-    cuts = np.sort(np.column_stack([lo, inside(c1), inside(c2), hi]), axis=1)
-    band = np.repeat(np.arange(len(q0)), 3)
-    a, b = cuts[:, :3].ravel(), cuts[:, 1:].ravel()
-    keep = (b > a) & np.repeat(ok, 3)
-    band, a, b = band[keep], a[keep], b[keep]
-    start_diag, end_diag = a >= c1[band], b <= c2[band]
-    pk0 = np.where(start_diag, a + dlo[band], k0[band])
-    pk1 = np.where(end_diag, b + dhi[band], k1[band])
-    kind = np.where(start_diag, np.where(end_diag, sl.BI_CAUSAL, sl.INV_CAUSAL),
-                    np.where(end_diag, sl.CAUSAL, sl.FULL))
-    return band, np.column_stack([a, b, pk0, pk1, kind]).astype(np.int64)
+    i1, i2 = inside(c1), inside(c2)
+    m1, m2 = np.minimum(i1, i2), np.maximum(i1, i2)  # the cuts in order: lo <= m1 <= m2 <= hi
+    slots = ((lo, m1), (m1, m2), (m2, hi))  # each band's three pieces; the empty ones are dropped
+    keeps = [b > a for a, b in slots]
+    count = keeps[0].astype(np.int64) + keeps[1] + keeps[2]
+    at = np.cumsum(count) - count  # where each band's first piece goes
+    band, pieces = np.empty(int(count.sum()), dtype=np.int64), np.empty((int(count.sum()), 5), dtype=np.int64)
+    one = not (keeps[1].any() or keeps[2].any())  # every band one piece (full blocks, triangles): no scattering
+    for (a, b), keep in zip(slots, keeps, strict=True):
+        if one and keep is not keeps[0]:
+            break
+        sel: slice | np.ndarray = slice(None) if keep.all() else np.flatnonzero(keep)
+        pos: slice | np.ndarray = slice(None) if one else at[sel]
+        a, b = a[sel], b[sel]
+        start_diag, end_diag = a >= c1[sel], b <= c2[sel]
+        band[pos] = idx[sel]
+        pieces[pos, 0], pieces[pos, 1] = a, b
+        pieces[pos, 2] = np.where(start_diag, a + dlo[sel], k0[sel])
+        pieces[pos, 3] = np.where(end_diag, b + dhi[sel], k1[sel])
+        pieces[pos, 4] = np.where(start_diag, np.where(end_diag, sl.BI_CAUSAL, sl.INV_CAUSAL),
+                                  np.where(end_diag, sl.CAUSAL, sl.FULL))
+        at = at + keep
+    return band, pieces
 
 
 def pair_table(mask_slices: np.ndarray, q_runs: Sequence[Run], k_runs: Sequence[Run],
@@ -124,33 +139,72 @@ def pair_table(mask_slices: np.ndarray, q_runs: Sequence[Run], k_runs: Sequence[
     return _table(mask_slices, _offsets(q_runs), k, np.zeros(len(k), dtype=np.int64), merged)
 
 
-def _table(mask_slices: np.ndarray, qo: np.ndarray, ko: np.ndarray, owner: np.ndarray,
-           merged: bool = False) -> CallTable:
+def _row_pairs(mask_slices: np.ndarray, qo: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Every (slice, query run) pair that shares rows: slice and run indices, the slice, the shared rows
+    [q0, q1), the slice's band (row r sees keys r + dlo to r + dhi) and the keys [klo, khi) those rows see,
+    so that only the key runs holding some of them become candidates."""
     arr = sl.as_array(mask_slices)
     si, qi = _overlapping(qo[:, 1:], arr[:, 0], arr[:, 1])
-    if len(si):
-        cand, kj = _overlapping(ko[:, 1:], arr[si, 2], arr[si, 3])
-        si, qi = si[cand], qi[cand]
-    else:
-        kj = np.zeros(0, dtype=np.int64)
     s = arr[si]
     t = s[:, 4]
-    dlo = np.where(np.isin(t, (sl.INV_CAUSAL, sl.BI_CAUSAL)), s[:, 2] - s[:, 0], -sl._INF)
-    dhi = np.where(np.isin(t, (sl.CAUSAL, sl.BI_CAUSAL)), s[:, 3] - s[:, 1], sl._INF)
-    band, pieces = band_pieces(np.maximum(s[:, 0], qo[qi, 1]), np.minimum(s[:, 1], qo[qi, 2]),
-                               np.maximum(s[:, 2], ko[kj, 1]), np.minimum(s[:, 3], ko[kj, 2]), dlo, dhi)
+    dlo = np.where((t == sl.INV_CAUSAL) | (t == sl.BI_CAUSAL), s[:, 2] - s[:, 0], -sl._INF)
+    dhi = np.where((t == sl.CAUSAL) | (t == sl.BI_CAUSAL), s[:, 3] - s[:, 1], sl._INF)
+    q0, q1 = np.maximum(s[:, 0], qo[qi, 1]), np.minimum(s[:, 1], qo[qi, 2])
+    return si, qi, s, q0, q1, dlo, dhi, np.maximum(s[:, 2], q0 + dlo), np.minimum(s[:, 3], q1 + dhi)
+
+
+def buffer_passes(mask_slices: np.ndarray, q_buffers: Sequence[Sequence[Run]], buffers: tuple[np.ndarray, np.ndarray],
+                  budget: int) -> list[range]:
+    """Consecutive query buffers cut into passes of at most about `budget` candidate (slice, query run, key run)
+    triples each (at least one buffer a pass): what `buffers_table` of a pass holds in memory grows with them."""
+    ko = buffers[0]
+    qo, q_owner = key_buffers(q_buffers)
+    _, qi, *_, klo, khi = _row_pairs(mask_slices, qo)
+    starts, ends = np.sort(ko[:, 1]), np.sort(ko[:, 2])  # (disjoint runs: both in the runs' order)
+    count = np.maximum(np.searchsorted(starts, khi, "left") - np.searchsorted(ends, klo, "right"), 0)
+    per_buffer = np.bincount(q_owner[qi], weights=count, minlength=len(q_buffers))
+    out, lo, held = [], 0, 0.0
+    for b, c in enumerate(per_buffer):
+        if b > lo and held + c > budget:
+            out.append(range(lo, b))
+            lo, held = b, 0.0
+        held += c
+    out.append(range(lo, len(q_buffers)))
+    return out
+
+
+def _table(mask_slices: np.ndarray, qo: np.ndarray, ko: np.ndarray, owner: np.ndarray,
+           merged: bool = False, q_owner: np.ndarray | None = None) -> CallTable:
+    """The calls of query runs `qo` against key runs `ko` (`owner`: each key run's buffer). `q_owner` gives each
+    query run's buffer when several query buffers are computed at once (`buffers_table`): the calls come out
+    buffer after buffer, each buffer's exactly as a table of it alone would list them."""
+    q_owner = np.zeros(len(qo), dtype=np.int64) if q_owner is None else q_owner
+    si, qi, s, q0, q1, dlo, dhi, klo, khi = _row_pairs(mask_slices, qo)
+    cand, kj = _overlapping(ko[:, 1:], klo, khi)
+    si, qi = si[cand], qi[cand]
+    band, pieces = band_pieces(q0[cand], q1[cand], np.maximum(s[cand, 2], ko[kj, 1]),
+                               np.minimum(s[cand, 3], ko[kj, 2]), dlo[cand], dhi[cand])
     pq, pk, ps = qi[band], kj[band], si[band]
-    if merged:  # one call per key buffer: pieces in local coordinates of the whole buffers, rows in order
-        pieces[:, 0:2] += (qo[pq, 0] - qo[pq, 1])[:, None]
-        pieces[:, 2:4] += (ko[pk, 0] - ko[pk, 1])[:, None]
-        order = np.lexsort((pieces[:, 2], pieces[:, 0], owner[pk]))
-        pk, pieces = _coalesce(_first_run_of(owner, owner[pk[order]]), pieces[order])
-        pq = np.zeros(len(pk), dtype=np.int64)
+    if merged:  # one call per (query buffer, key buffer): pieces in local coordinates of the buffers, rows in order
+        for col, shift in ((0, qo[pq, 0] - qo[pq, 1]), (2, ko[pk, 0] - ko[pk, 1])):  # (column by column: fast)
+            pieces[:, col] += shift
+            pieces[:, col + 1] += shift
+        width = int(owner.max()) + 1 if len(owner) else 1
+        pair = q_owner[pq] * width + owner[pk]  # (query buffer, key buffer)
+        span = int(max(pieces[:, 1].max(), pieces[:, 3].max())) + 1 if len(pieces) else 1
+        if len(pieces) and (int(pair.max()) + 1) * span * span < 2**62:  # one sort of one key: 2.5x faster
+            order = np.argsort((pair * span + pieces[:, 0]) * span + pieces[:, 2], kind="stable")
+        else:
+            order = np.lexsort((pieces[:, 2], pieces[:, 0], pair))
+        pair, pieces = _coalesce(pair[order], pieces[order])
+        pk = _first_run_of(owner, pair % width)
+        pq = _first_run_of(q_owner, pair // width)
         new = np.ones(len(pq), dtype=bool)
-        new[1:] = pk[1:] != pk[:-1]
+        new[1:] = pair[1:] != pair[:-1]
         return _grouped(pq, pk, pieces, new, np.zeros((len(qo), 3), dtype=np.int64),
                         np.zeros((len(ko), 3), dtype=np.int64))
-    order = np.lexsort((np.arange(len(band)), ps, pk, pq, owner[pk]))  # buffer, query run, key run, slice, piece
+    # query buffer, key buffer, query run, key run, slice, piece
+    order = np.lexsort((np.arange(len(band)), ps, pk, pq, owner[pk], q_owner[pq]))
     pq, pk, pieces = pq[order], pk[order], pieces[order]
     new = np.ones(len(pq), dtype=bool)
     new[1:] = (pq[1:] != pq[:-1]) | (pk[1:] != pk[:-1])  # (a key run belongs to one buffer)
@@ -165,7 +219,8 @@ def _coalesce(buffer: np.ndarray, pieces: np.ndarray) -> tuple[np.ndarray, np.nd
         return buffer, pieces
     prev, cur = pieces[:-1], pieces[1:]
     joins = ((buffer[1:] == buffer[:-1]) & (cur[:, 0] == prev[:, 0]) & (cur[:, 1] == prev[:, 1])
-             & (cur[:, 2] == prev[:, 3]) & (prev[:, 4] == sl.FULL) & np.isin(cur[:, 4], (sl.FULL, sl.CAUSAL)))
+             & (cur[:, 2] == prev[:, 3]) & (prev[:, 4] == sl.FULL)
+             & ((cur[:, 4] == sl.FULL) | (cur[:, 4] == sl.CAUSAL)))
     if not joins.any():
         return buffer, pieces
     starts = np.flatnonzero(np.r_[True, ~joins])
@@ -196,8 +251,9 @@ def _grouped(pq: np.ndarray, pk: np.ndarray, pieces: np.ndarray, new: np.ndarray
     areas = _typed_area(*pieces.T)
     area = np.add.reduceat(areas, first) if len(first) else first
     rel = pieces.copy()
-    rel[:, 0:2] -= gq0[group][:, None]
-    rel[:, 2:4] -= gk0[group][:, None]
+    for col, shift in ((0, gq0[group]), (2, gk0[group])):  # (column by column: fast)
+        rel[:, col] -= shift
+        rel[:, col + 1] -= shift
     cq, ck = pq[first], pk[first]
     return CallTable(cq, ck, qo[cq, 0] + gq0 - qo[cq, 1], qo[cq, 0] + gq1 - qo[cq, 1],
                      ko[ck, 0] + gk0 - ko[ck, 1], ko[ck, 0] + gk1 - ko[ck, 1], area.astype(np.int64), start, rel)
@@ -235,3 +291,16 @@ def sources_table(mask_slices: np.ndarray, q_runs: Sequence[Run], sources: Seque
     ko, owner = buffers if buffers is not None else key_buffers(sources)
     table = _table(mask_slices, _offsets(q_runs), ko, owner, merged)
     return table, owner[table.ki]
+
+
+def buffers_table(mask_slices: np.ndarray, q_buffers: Sequence[Sequence[Run]], sources: Sequence[Sequence[Run]],
+                  buffers: tuple[np.ndarray, np.ndarray] | None = None,
+                  merged: bool = False) -> tuple[CallTable, np.ndarray, np.ndarray]:
+    """`sources_table` of several query buffers in one pass (every ring position, or every rank of a gather):
+    the table, each call's query buffer (index into `q_buffers`) and its source. Call for call the same as
+    `sources_table` of each query buffer in turn, one buffer's calls after another (`qi` then indexes the
+    query runs of all buffers together). Its memory is that of all the calls: pass buffers a chunk at a time."""
+    ko, owner = buffers if buffers is not None else key_buffers(sources)
+    qo, q_owner = key_buffers(q_buffers)
+    table = _table(mask_slices, qo, ko, owner, merged, q_owner)
+    return table, q_owner[table.qi], owner[table.ki]

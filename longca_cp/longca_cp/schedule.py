@@ -53,6 +53,25 @@ def _note(schedule: Any) -> None:
         built.append(schedule)
 
 
+_LAYOUTS: list[tuple[tuple[str, int, int, int], np.ndarray | None, Layout]] = []  # the last few built
+_LAYOUTS_KEPT = 16
+
+
+def shared_layout(kind: str, seqlen: int, parts: int, mask_slices: np.ndarray | None, degree: int = 1) -> Layout:
+    """`make_layout`, each part then `subdivide`d into `degree`: the same layout object for schedules of the same
+    mask (the same slices object), length, ring size and layout (a layout is immutable). `recommend` builds
+    dozens of schedules of one mask draw that share a ring size; a 1,024-part doc_zigzag takes a tenth of a second."""
+    key = (kind, seqlen, parts, degree)
+    for k, m, layout in _LAYOUTS:
+        if k == key and m is mask_slices:
+            return layout
+    layout = make_layout(kind, seqlen, parts, mask_slices) if degree == 1 else subdivide(
+        shared_layout(kind, seqlen, parts, mask_slices), degree)
+    _LAYOUTS.append((key, mask_slices, layout))
+    del _LAYOUTS[:-_LAYOUTS_KEPT]
+    return layout
+
+
 ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 COLLECTIVES = ("all_to_all", "all_gather", "reduce_scatter", "p2p")
 
@@ -151,8 +170,9 @@ class RingSchedule:
     def __post_init__(self) -> None:
         world = self.problem.world_size
         self.ring_size = world // self.head_degree
-        self.ring_layout = make_layout(self.layout_kind, self.problem.seqlen, self.ring_size, self.mask_slices)
-        self.layout = subdivide(self.ring_layout, self.head_degree)
+        self.ring_layout = shared_layout(self.layout_kind, self.problem.seqlen, self.ring_size, self.mask_slices)
+        self.layout = shared_layout(self.layout_kind, self.problem.seqlen, self.ring_size, self.mask_slices,
+                                    self.head_degree)
         self.kv_repeat = kv_repeat(self.problem.heads_q, self.problem.heads_kv, self.head_degree)
         _note(self)
 
@@ -310,7 +330,7 @@ class GatherSchedule:
     totals: dict = field(default_factory=dict, repr=False)  # rank -> (area, calls, heads) of each rank_calls made
 
     def __post_init__(self) -> None:
-        self.layout = make_layout(self.layout_kind, self.problem.seqlen, self.problem.world_size, self.mask_slices)
+        self.layout = shared_layout(self.layout_kind, self.problem.seqlen, self.problem.world_size, self.mask_slices)
         _note(self)
 
     head_degree = 1  # no head parallelism: every rank runs every head

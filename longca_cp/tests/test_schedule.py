@@ -9,9 +9,9 @@ import pytest
 from longca.masks import slices as sl
 from longca.problem import Problem, build_mask
 from longca_cp.accounting import balance, link_bytes, rank_totals, schedule_of
-from longca_cp.calls import pair_calls, sources_table
+from longca_cp.calls import buffer_passes, buffers_table, key_buffers, pair_calls, sources_table
 from longca_cp.launch import spawn
-from longca_cp.layout import contiguous, zigzag
+from longca_cp.layout import contiguous, make_layout, zigzag
 from longca_cp.measure import resolve
 
 
@@ -52,6 +52,30 @@ def test_vectorised_calls_are_the_exact_crops(mask):
                 assert at_once == one_by_one
                 assert list(owner) == sorted(owner)
                 assert [int(a) for a in table.area] == [sl.area(np.array(c[4]).reshape(-1, 5)) for c in at_once]
+
+
+@pytest.mark.parametrize("mask", ["causal", "causal_document", "full_document", "sliding_window", "share_question"])
+def test_buffers_at_once_are_each_buffer_alone(mask):
+    """`buffers_table` (what the simulator prices, a pass of ring positions at a time) lists, buffer after
+    buffer, exactly the calls `sources_table` gives each query buffer alone; `buffer_passes` covers them all."""
+    seqlen, world = 4096, 8
+    m = build_mask(Problem(kernel="reference", mask=mask, seqlen=seqlen, sampler="uniform"), 0)
+    for kind in ("zigzag", "contiguous", "doc_zigzag"):
+        runs = make_layout(kind, seqlen, world, m.slices).runs
+        merged = kind == "doc_zigzag"
+        one_each, together = (buffer_passes(m.slices, runs, key_buffers(runs), budget) for budget in (1, 10**9))
+        assert [list(p) for p in one_each] == [[b] for b in range(world)] and list(together[0]) == list(range(world))
+        for chunk in together:
+            table, buf, source = buffers_table(m.slices, [runs[b] for b in chunk], runs, None, merged)
+            assert list(buf) == sorted(buf)
+            for i, b in enumerate(chunk):
+                alone, owner = sources_table(m.slices, runs[b], runs, None, merged)
+                mine = buf == i
+                for name in ("q0", "q1", "k0", "k1", "area"):
+                    assert np.array_equal(getattr(table, name)[mine], getattr(alone, name)), (kind, name)
+                assert np.array_equal(source[mine], owner)
+                got = [c.slices.tolist() for c in table.calls(mine)]
+                assert got == [c.slices.tolist() for c in alone.calls()]
 
 
 CASES = [("ulysses", {}), ("ring-p2p", {}), ("ring-allgather", {}), ("usp", {"ulysses_degree": 2}),

@@ -30,7 +30,8 @@ from longca.problem import Problem, build_mask
 from longca.results import ResultRow, new_row
 from longca.timing import L2_FLUSH_BYTES
 from longca_cp.accounting import balance_of, median_balance, rank_totals, schedule_of
-from longca_cp.schedule import ELEMENT_BYTES, GatherSchedule, RankCalls, RingSchedule, Schedule
+from longca_cp.calls import CallTable, buffer_passes, buffers_table, key_buffers
+from longca_cp.schedule import ELEMENT_BYTES, GatherSchedule, RankCalls, RingSchedule, Schedule, merged_calls
 
 from .costmodel import DECLARED_SPEEDS, KernelFit, call_shapes, declared_fit, kernel_fit, table_features, tflops
 from .topology import Topology
@@ -49,6 +50,11 @@ MERGE_BYTES_MEASURED_ROWS = 45
 # makes its input contiguous and permutes its output (read + write each); the all-gather's output is
 # reordered into the global sequence (`Layout.assemble`); the reduce-scatter's input is stacked first
 COPY_BYTES = {"all_to_all": 4, "all_gather": 2, "reduce_scatter": 2}
+# ring positions (or gather ranks) are built and priced together, a pass at a time, as many as hold this many
+# candidate (slice, query run, key run) triples (`calls.buffer_passes`): memory holds one pass's calls, so this
+# bounds the peak (a few hundred bytes a candidate), and passes whose arrays stay in the CPU's cache run faster
+# (1.5-2x for doc_zigzag rings at 64K candidates against 512K); the numbers do not depend on it
+PASS_CANDIDATES = 1 << 16
 
 
 @dataclass
@@ -100,16 +106,80 @@ def _step_times(rc: RankCalls, pricing: Pricing, problem: Problem) -> tuple[np.n
     return fwd, bwd, share
 
 
+def _kernel_prices(feats: np.ndarray, shapes: np.ndarray, bounds: np.ndarray,
+                   pricing: Pricing) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Kernel ms of every call, forward and backward, and each rank's share inside the fitted range (ranks' calls
+    from `bounds[b]` to `bounds[b + 1]`), each rank's priced and summed on its own as `_step_times` does (a
+    matrix product's last bits depend on the rows it is given)."""
+    nbuf = len(bounds) - 1
+    kernel_f = np.concatenate([np.zeros(0)] + [pricing.fwd.price(feats[bounds[b]:bounds[b + 1]]) for b in range(nbuf)])
+    kernel_b = np.concatenate([np.zeros(0)] + [pricing.bwd.price(feats[bounds[b]:bounds[b + 1]]) for b in range(nbuf)])
+    inside = pricing.fwd.inside(feats, shapes)
+    share = np.ones(nbuf)
+    for b in range(nbuf):
+        lo, hi = bounds[b], bounds[b + 1]
+        kf, kb, ins = kernel_f[lo:hi], kernel_b[lo:hi], inside[lo:hi]
+        priced = kf.sum() + kb.sum()
+        share[b] = float((kf[ins].sum() + kb[ins].sum()) / priced) if priced > 0 else 1.0
+    return kernel_f, kernel_b, share
+
+
+def _buffer_step_times(table: CallTable, buf: np.ndarray, step: np.ndarray, nbuf: int, nsteps: int,
+                       heads: tuple[int, int], unit: np.ndarray, shapes: np.ndarray, pricings: list[Pricing],
+                       problem: Problem, cache: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_step_times` of the calls of many ranks at once (call i made by rank `buf[i]`, calls grouped by rank),
+    for every pricing: (forward ms (pricings, ranks, steps), backward ms, share (pricings, ranks)). Call for call
+    and sum for sum the same arithmetic as `_step_times` of each rank's own calls, so the same numbers.
+    `unit`: `table_features(table, 1)`, `shapes`: `call_shapes(table)`; `heads`: (query, KV) heads of a rank.
+    `cache`: a dict kept for one table: its kernel prices per query heads, shared by schedules of other windows."""
+    heads_q, heads_kv = heads
+    n = len(pricings)
+    feats = unit * heads_q
+    feats[:, 0] = unit[:, 0]
+    t = table
+    rows = (t.q1 - t.q0).astype(float)
+    keys = (t.k1 - t.k0).astype(float)
+    elem = problem.batch * problem.head_dim
+    local_rows = problem.seqlen / (problem.world_size / max(1, problem.heads_q // heads_q))
+    count = np.bincount(buf, minlength=nbuf)
+    bounds = np.concatenate([[0], np.cumsum(count)])
+    first_call = np.minimum(bounds[:-1], max(len(t) - 1, 0))
+    single = (count == 1) & (rows[first_call] == local_rows if len(t) else False)  # one call over every row
+    single_call = single[buf]
+    order = np.argsort(t.qi * nsteps + step, kind="stable")  # by query run, then step, then call
+    first = np.zeros(len(t), dtype=bool)  # the first call on a query run copies, the later ones merge
+    first[order[np.r_[True, t.qi[order][1:] != t.qi[order][:-1]]] if len(t) else order] = True
+    cell = buf * nsteps + step
+    fwd, bwd, share = np.zeros((n, nbuf, nsteps)), np.zeros((n, nbuf, nsteps)), np.ones((n, nbuf))
+    cache = {} if cache is None else cache
+    for i, pricing in enumerate(pricings):
+        if (heads_q, i) not in cache:
+            cache[heads_q, i] = _kernel_prices(feats, shapes, bounds, pricing)
+        kernel_f, kernel_b, share[i] = cache[heads_q, i]
+        hbm = pricing.topology.hbm_gbs * 1e6  # bytes per ms
+        per_row = np.where(first, CAST_BYTES, pricing.merge_bytes)
+        merge = np.where(single_call, 0.0, per_row * rows * heads_q * elem / hbm)
+        grads = np.where(single_call, 0.0, GRAD_BYTES * (rows * heads_q + 2 * keys * heads_kv) * elem / hbm)
+        extra = pricing.call_overhead_ms or {}
+        over_f = np.where(single_call, 0.0, extra.get("fwd", 0.0))
+        over_b = np.where(single_call, 0.0, extra.get("bwd", 0.0))
+        fwd[i] = np.bincount(cell, weights=kernel_f + merge + over_f, minlength=nbuf * nsteps).reshape(nbuf, nsteps)
+        bwd[i] = np.bincount(cell, weights=kernel_b + grads + over_b, minlength=nbuf * nsteps).reshape(nbuf, nsteps)
+        fwd[i, ~single & (count > 0), -1] += CAST_BYTES * local_rows * heads_q * elem / hbm
+    return fwd, bwd, share
+
+
 def _ring_forward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, x_out, prev_in, prev_out):
+    """End time of every position; `c` (positions, steps) or (kernels, positions, steps) for several at once."""
     s = start.copy()
     w = sched.window
     for o in range(sched.windows):
         posted_outer = s.copy()
         for t in range(w):
-            e = s + c[:, o * w + t]
-            s = np.maximum(e, s[prev_in] + x_in[prev_in]) if t + 1 < w else e
+            e = s + c[..., o * w + t]
+            s = np.maximum(e, s[..., prev_in] + x_in[prev_in]) if t + 1 < w else e
         if o + 1 < sched.windows:
-            s = np.maximum(s, posted_outer[prev_out] + x_out[prev_out])
+            s = np.maximum(s, posted_outer[..., prev_out] + x_out[prev_out])
     return s
 
 
@@ -122,21 +192,21 @@ def _ring_backward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, 
         posted_outer = s.copy()
         sent: np.ndarray | None = None
         for t in range(w):
-            d = s + c[:, o * w + t]
+            d = s + c[..., o * w + t]
             if sent is not None:
-                d = np.maximum(d, sent[prev_in] + x_in[prev_in])
+                d = np.maximum(d, sent[..., prev_in] + x_in[prev_in])
             sent = d if w > 1 else None
-            s = np.maximum(d, s[prev_in] + x_in[prev_in]) if t + 1 < w else d
+            s = np.maximum(d, s[..., prev_in] + x_in[prev_in]) if t + 1 < w else d
         if sent is not None:
-            s = np.maximum(s, sent[prev_in] + x_in[prev_in])
+            s = np.maximum(s, sent[..., prev_in] + x_in[prev_in])
         if outer_sum is not None:
-            s = np.maximum(s, outer_sum[prev_out] + x_out[prev_out])
+            s = np.maximum(s, outer_sum[..., prev_out] + x_out[prev_out])
         if windows > 1:
             outer_sum = s.copy()
         if o + 1 < windows:
-            s = np.maximum(s, posted_outer[prev_out] + x_out[prev_out])
+            s = np.maximum(s, posted_outer[..., prev_out] + x_out[prev_out])
     if outer_sum is not None:
-        s = np.maximum(s, outer_sum[prev_out] + x_out[prev_out])
+        s = np.maximum(s, outer_sum[..., prev_out] + x_out[prev_out])
     return s
 
 
@@ -191,19 +261,27 @@ class _Pricer:
             raise LongcaError("rings(): the schedules must share the mask draw, ring size and layout")
         r, n = first.ring_size, len(self.pricings)
         costs = [(np.zeros((n, r, r)), np.zeros((n, r, r)), np.zeros((n, r))) for _ in scheds]
-        for position in range(r):
-            table, source = first.position_calls(position)
+        runs = first.ring_layout.runs
+        buffers = key_buffers(runs)
+        for chunk in buffer_passes(first.mask_slices, runs, buffers, PASS_CANDIDATES):
+            positions = np.arange(chunk.start, chunk.stop)
+            table, buf, source = buffers_table(first.mask_slices, [runs[p] for p in positions], runs, buffers,
+                                               merged_calls(first.layout_kind))
             unit = table_features(table, 1)  # linear in the heads but for the launch column
             shapes = call_shapes(table)
+            count = np.bincount(buf, minlength=len(positions))  # calls per position
+            sums = np.diff(np.concatenate([[0], np.cumsum(table.area)])[np.concatenate([[0], np.cumsum(count)])])
+            cache: dict = {}
             for sched, (cf, cb, shares) in zip(scheds, costs, strict=True):
-                rc = RankCalls(table, sched.step_of(position, source), sched.problem.heads_q // sched.head_degree,
-                               sched.problem.heads_kv * sched.kv_repeat // sched.head_degree, r)
-                feats = unit * rc.heads_q
-                feats[:, 0] = unit[:, 0]
-                rc.features.update(table=feats, shapes=shapes)
-                sched.totals[position * sched.head_degree] = (int(table.area.sum()), len(table), rc.heads_q)
-                for i, pricing in enumerate(self.pricings):
-                    cf[i, position], cb[i, position], shares[i, position] = _step_times(rc, pricing, sched.problem)
+                heads = (sched.problem.heads_q // sched.head_degree,
+                         sched.problem.heads_kv * sched.kv_repeat // sched.head_degree)
+                step = sched.step_of(positions[buf], source)
+                f, b, sh = _buffer_step_times(table, buf, step, len(positions), r, heads, unit, shapes, self.pricings,
+                                              sched.problem, cache)
+                cf[:, positions], cb[:, positions], shares[:, positions] = f, b, sh
+                for k, p in enumerate(positions):
+                    sched.totals[int(p) * sched.head_degree] = (int(sums[k]), int(count[k]), heads[0])
+            del table, buf, source, unit, shapes
         return [self._ring_times(s, *c) for s, c in zip(scheds, costs, strict=True)]
 
     def _ring_times(self, sched: RingSchedule, cf: np.ndarray, cb: np.ndarray,
@@ -226,15 +304,18 @@ class _Pricer:
         links = {phase: (_ring_link_ms(sched, topo, phase, "inner"), _ring_link_ms(sched, topo, phase, "outer"))
                  for phase in ("fwd", "bwd")}
         zero = np.zeros(r)
+        timelines = {}
+        for phase, c, run in (("fwd", cf, _ring_forward), ("bwd", cb, _ring_backward)):  # every kernel at once
+            x_in, x_out = links[phase]
+            end = _timeline(run, c, sched, x_in, x_out, prev_in, prev_out, a2a[phase], frac[phase])
+            # the same steps with every transfer free: what is left of waiting is waiting for slower ranks
+            alone = _timeline(run, c, sched, zero, zero, prev_in, prev_out, zero, 0.0)
+            timelines[phase] = (end, c, alone)
         outs = []
         for i in range(n):
             out: dict[str, Any] = {}
-            for phase, c, run in (("fwd", cf[i], _ring_forward), ("bwd", cb[i], _ring_backward)):
-                x_in, x_out = links[phase]
-                end = _timeline(run, c, sched, x_in, x_out, prev_in, prev_out, a2a[phase], frac[phase])
-                # the same steps with every transfer free: what is left of waiting is waiting for slower ranks
-                alone = _timeline(run, c, sched, zero, zero, prev_in, prev_out, zero, 0.0)
-                out[phase] = tuple(np.repeat(x, sched.head_degree) for x in (end, c.sum(axis=1), alone))
+            for phase, (end, c, alone) in timelines.items():
+                out[phase] = tuple(np.repeat(x, sched.head_degree) for x in (end[i], c[i].sum(axis=1), alone[i]))
             out["measured_share"] = float(np.mean(shares[i]))
             outs.append(out)
         return outs
@@ -244,11 +325,20 @@ class _Pricer:
         topo = self.pricings[0].topology
         world, n = sched.world, len(self.pricings)
         cf, cb, shares = np.zeros((n, world)), np.zeros((n, world)), np.zeros((n, world))
-        for rank in range(world):
-            rc = sched.rank_calls(rank)
-            for i, pricing in enumerate(self.pricings):
-                f, b, shares[i, rank] = _step_times(rc, pricing, problem)
-                cf[i, rank], cb[i, rank] = f.sum(), b.sum()
+        runs, whole = sched.layout.runs, [((0, problem.seqlen),)]
+        buffers = key_buffers(whole)
+        for chunk in buffer_passes(sched.mask_slices, runs, buffers, PASS_CANDIDATES):
+            ranks = np.arange(chunk.start, chunk.stop)
+            table, buf, _ = buffers_table(sched.mask_slices, [runs[k] for k in ranks], whole, buffers,
+                                          merged_calls(sched.layout_kind))
+            f, b, shares[:, ranks] = _buffer_step_times(table, buf, np.zeros(len(table), dtype=np.int64), len(ranks), 1,
+                                                        (problem.heads_q, problem.heads_kv), table_features(table, 1),
+                                                        call_shapes(table), self.pricings, problem)
+            cf[:, ranks], cb[:, ranks] = f.sum(axis=2), b.sum(axis=2)
+            count = np.bincount(buf, minlength=len(ranks))
+            sums = np.diff(np.concatenate([[0], np.cumsum(table.area)])[np.concatenate([[0], np.cumsum(count)])])
+            for k, rank in enumerate(ranks):
+                sched.totals[int(rank)] = (int(sums[k]), int(count[k]), problem.heads_q)
         ops = sched.comm(0)
         gather_f = _op_ms(ops, topo, "fwd", "all_gather")
         gather_b = _op_ms(ops, topo, "bwd", "all_gather")
@@ -319,6 +409,9 @@ def simulate_schedules_all(items: list[tuple[Schedule, float]], pricings: list[P
     """`simulate_schedule_all` of several (schedule, mask area) pairs: ring schedules of the same mask draw, ring
     size and layout share one pass over their positions (each position's calls built and featured once)."""
     pricer = _Pricer(pricings)
+    fresh = [sched for sched, _ in items if sched.memo is None]
+    for sched in fresh:  # every rank's transfers are read several times: kept while these are priced
+        sched.memo = {}
     sims: dict[int, list[dict[str, Any]]] = {}
     groups: dict[tuple, list[int]] = {}
     for j, (sched, _) in enumerate(items):
@@ -329,7 +422,10 @@ def simulate_schedules_all(items: list[tuple[Schedule, float]], pricings: list[P
     for index in groups.values():
         for j, sim in zip(index, pricer.rings([items[j][0] for j in index]), strict=True):  # type: ignore[misc]
             sims[j] = sim
-    return [_figures(sched, area, pricings, sims[j]) for j, (sched, area) in enumerate(items)]
+    out = [_figures(sched, area, pricings, sims[j]) for j, (sched, area) in enumerate(items)]
+    for sched in fresh:
+        sched.memo = None
+    return out
 
 
 def _figures(sched: Schedule, area: float, pricings: list[Pricing], sims: list[dict[str, Any]]) -> list[dict[str, Any]]:
