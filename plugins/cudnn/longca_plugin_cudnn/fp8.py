@@ -38,6 +38,23 @@ def fp8_reason(problem) -> str | None:
 
     if cudnn.backend_version() < MIN_CUDNN:
         return f"cuDNN {cudnn.backend_version()}: FP8 attention needs cuDNN >= 9.14"
+    return _architecture_reason(problem)
+
+
+def _architecture_reason(problem) -> str | None:
+    """This path asks for a bfloat16 output, which cuDNN's FP8 SDPA gives only on Blackwell.
+
+    Measured on an H200 (cuDNN 9.19, frontend 1.32): every sdpa_fp8 graph with a bf16 or fp16 output was
+    declined ("sdpa fp8 forward with HALF/BFLOAT16 output is only supported on Blackwell architecture with
+    cuDNN version 9.13.0 and newer"). Hopper needs an FP8 output with its own scale and amax, not wired here."""
+    if not problem.device.startswith("cuda"):
+        return None
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(torch.device(problem.device))
+    if major < 10:
+        return (f"cuDNN FP8 attention with a bfloat16 output runs on Blackwell (sm100+) only; this GPU is sm{major}{minor} "
+                f"(cuDNN declines it on Hopper; an FP8 output with its own scale, Hopper's recipe, is not wired)")
     return None
 
 

@@ -130,3 +130,18 @@ def test_without_the_frontend_document_and_multi_call_masks_are_refused(monkeypa
     assert hooks.make_spec("frontend").caveat is None
     monkeypatch.setenv(frontend.ENV_BACKEND, "torch")
     assert hooks.supports(Problem(kernel="cudnn", mask="causal_document", seqlen=2048)) is None
+
+
+def test_fp8_with_a_bf16_output_is_refused_before_blackwell(monkeypatch):
+    """cuDNN declined every bf16-output sdpa_fp8 graph on the H200 (sm90): refused there, asked on sm100."""
+    import torch
+
+    from longca.plugin import Problem
+    from longca_plugin_cudnn import fp8
+
+    problem = Problem(kernel="cudnn", mask="causal", seqlen=1024, dtype="fp8", device="cuda")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    assert "Blackwell" in fp8._architecture_reason(problem)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (10, 0))
+    assert fp8._architecture_reason(problem) is None
+    assert fp8._architecture_reason(problem.with_(device="cpu")) is None

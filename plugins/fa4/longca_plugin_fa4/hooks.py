@@ -89,6 +89,19 @@ def has_deterministic() -> bool:
 planned_prepare, run = plugin.make_prepare_run(FA4, plugin.library_public_for)
 
 
+# flash-attn-4 4.0.0b36 asserts in its backward "GQA backward requires head_dim == head_dim_v" (seen on the H200)
+GQA_DV_BACKWARD = "flash-attn-4's backward with GQA needs V's head dim equal to Q/K's (its assertion)"
+
+
+def supports(problem) -> str | None:
+    if (reason := plugin.head_dim_reason(problem)):
+        return reason
+    gqa = problem.heads_q != problem.heads_kv
+    if gqa and problem.direction != "fwd" and problem.dv != problem.head_dim:
+        return f"{GQA_DV_BACKWARD}: heads {problem.heads_q}:{problem.heads_kv}, head dims {problem.head_dims_label}"
+    return None
+
+
 def prepare(problem, mask, q, k, v):
     if problem.deterministic and not has_deterministic():
         raise plugin.UnsupportedError(NO_DETERMINISTIC)
@@ -98,7 +111,7 @@ def prepare(problem, mask, q, k, v):
 SPEC = plugin.flash_kernel(
     "fa4", "flash-attn-4 (CuTe DSL, JIT): varlen documents, window_size, lse-merged calls for heterogeneous masks",
     FA4, library_reason=library_reason, backend=lambda: f"flash-attn-4 {version()} (flash_attn.cute)",
-    head_dims=HEAD_DIMS, deterministic=True, prepare_run=(prepare, run),
+    head_dims=HEAD_DIMS, deterministic=True, prepare_run=(prepare, run), supports=supports,
     url="https://github.com/Dao-AILab/flash-attention/tree/main/flash_attn/cute")
 
 

@@ -21,3 +21,16 @@ def test_claims():
     spec = get_registry().kernel("fa4")
     assert spec.forward_lse is not None and spec.backward_lse is not None
     assert spec.head_dims[0] == 128 and spec.devices == ("cuda",)
+
+
+def test_gqa_backward_with_v_of_its_own_head_dim_is_refused():
+    """flash-attn-4 asserts in a GQA backward with head_dim != head_dim_v (seen on the H200): refused up front."""
+    from longca.plugin import Problem
+    from longca_plugin_fa4.hooks import SPEC
+
+    base = Problem(kernel="fa4", mask="causal", seqlen=1024, heads_q=8, heads_kv=2, head_dim=192, head_dim_v=128,
+                   device="cuda")
+    assert "GQA" in SPEC.supports(base.with_(direction="bwd"))
+    assert SPEC.supports(base) is None  # forward runs
+    assert SPEC.supports(base.with_(direction="bwd", heads_kv=8)) is None  # MHA backward runs
+    assert SPEC.supports(base.with_(head_dim=100, head_dim_v=None)) is not None  # the head-dim rule still holds
