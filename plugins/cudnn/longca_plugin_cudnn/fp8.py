@@ -54,7 +54,8 @@ def _architecture_reason(problem) -> str | None:
     major, minor = torch.cuda.get_device_capability(torch.device(problem.device))
     if major < 10:
         return (f"cuDNN FP8 attention with a bfloat16 output runs on Blackwell (sm100+) only; this GPU is "
-                f"sm{major}{minor} (cuDNN declines it on Hopper; an FP8 output with its own scale, Hopper's recipe, is not wired)")
+                f"sm{major}{minor} (cuDNN declines it on Hopper; an FP8 output with its own scale, Hopper's recipe, "
+                "is not wired)")
     return None
 
 
