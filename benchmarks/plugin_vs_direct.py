@@ -247,6 +247,16 @@ def sdpa_direct(mask, q, k, v) -> Direct:
 # ---------------------------------------------------------------- cuDNN frontend, by hand
 
 
+def build_cudnn_graph(cudnn, g, device) -> torch.Tensor:
+    """Validate, plan and build a cudnn-frontend graph as its samples do; its workspace."""
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.check_support()
+    g.build_plans()
+    return torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device=device)
+
+
 def cudnn_direct(mask, q, k, v, deterministic: bool = False) -> Direct:
     """A forward graph with stats and a backward graph, as cudnn-frontend's own SDPA samples write them."""
     import cudnn
@@ -272,12 +282,7 @@ def cudnn_direct(mask, q, k, v, deterministic: bool = False) -> Direct:
                              compute_data_type=cudnn.data_type.FLOAT, handle=handle)
 
     def build(g):
-        g.validate()
-        g.build_operation_graph()
-        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-        g.check_support()
-        g.build_plans()
-        return torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device=q.device)
+        return build_cudnn_graph(cudnn, g, q.device)
 
     fg = new_graph()
     fq, fk, fv = tensor(fg, "q", hq), tensor(fg, "k", hkv), tensor(fg, "v", hkv)
@@ -388,12 +393,7 @@ def cudnn_fp8_direct(mask, q, k, v, dtype: str, deterministic: bool = False) -> 
         t.set_output(True).set_dim(dims).set_stride(stride).set_data_type(dt)
 
     def build(g):
-        g.validate()
-        g.build_operation_graph()
-        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-        g.check_support()
-        g.build_plans()
-        return torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device=q.device)
+        return build_cudnn_graph(cudnn, g, q.device)
 
     fg = graph()
     fq = fg.tensor(name="q", dim=[b, hq, s, d], stride=st(hq, d), data_type=it)

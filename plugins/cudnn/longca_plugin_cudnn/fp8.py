@@ -92,15 +92,21 @@ def _io_types(cudnn, fp8, out):
     return to[fp8], to[out]
 
 
+def _graph_with_qkv(cudnn, handle, shape, itype):
+    """A new FP8 graph and its q, k, v input tensors (BHSD views of packed BSHD)."""
+    b, s, hq, hkv, d, dv = shape
+    g = cudnn.pygraph(io_data_type=itype, intermediate_data_type=cudnn.data_type.FLOAT,
+                      compute_data_type=cudnn.data_type.FLOAT, handle=handle)
+    return g, {"q": g.tensor(name="q", dim=[b, hq, s, d], stride=_packed(s, hq, d), data_type=itype),
+               "k": g.tensor(name="k", dim=[b, hkv, s, d], stride=_packed(s, hkv, d), data_type=itype),
+               "v": g.tensor(name="v", dim=[b, hkv, s, dv], stride=_packed(s, hkv, dv), data_type=itype)}
+
+
 def build_forward(cudnn, handle, shape, fp8, out, causal: bool, scale: float):
     """(graph, tensors) of `sdpa_fp8` with stats; built."""
     b, s, hq, hkv, d, dv = shape
     itype, otype = _io_types(cudnn, fp8, out)
-    g = cudnn.pygraph(io_data_type=itype, intermediate_data_type=cudnn.data_type.FLOAT,
-                      compute_data_type=cudnn.data_type.FLOAT, handle=handle)
-    t = {"q": g.tensor(name="q", dim=[b, hq, s, d], stride=_packed(s, hq, d), data_type=itype),
-         "k": g.tensor(name="k", dim=[b, hkv, s, d], stride=_packed(s, hkv, d), data_type=itype),
-         "v": g.tensor(name="v", dim=[b, hkv, s, dv], stride=_packed(s, hkv, dv), data_type=itype)}
+    g, t = _graph_with_qkv(cudnn, handle, shape, itype)
     for name in ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o"):
         t[name] = _scalar(g, cudnn, name)
     o, stats, amax_s, amax_o = g.sdpa_fp8(
@@ -120,15 +126,11 @@ def build_backward(cudnn, handle, shape, fp8, out, causal: bool, scale: float, d
     """(graph, tensors) of `sdpa_fp8_backward` reading the forward's output (in `out`) and stats; built."""
     b, s, hq, hkv, d, dv = shape
     itype, otype = _io_types(cudnn, fp8, out)
-    g = cudnn.pygraph(io_data_type=itype, intermediate_data_type=cudnn.data_type.FLOAT,
-                      compute_data_type=cudnn.data_type.FLOAT, handle=handle)
-    t = {"q": g.tensor(name="q", dim=[b, hq, s, d], stride=_packed(s, hq, d), data_type=itype),
-         "k": g.tensor(name="k", dim=[b, hkv, s, d], stride=_packed(s, hkv, d), data_type=itype),
-         "v": g.tensor(name="v", dim=[b, hkv, s, dv], stride=_packed(s, hkv, dv), data_type=itype),
-         "o": g.tensor(name="o", dim=[b, hq, s, dv], stride=_packed(s, hq, dv), data_type=otype),
-         "dO": g.tensor(name="dO", dim=[b, hq, s, dv], stride=_packed(s, hq, dv), data_type=itype),
-         "stats": g.tensor(name="stats", dim=[b, hq, s, 1], stride=[hq * s, s, 1, 1],
-                           data_type=cudnn.data_type.FLOAT)}
+    g, t = _graph_with_qkv(cudnn, handle, shape, itype)
+    t.update({"o": g.tensor(name="o", dim=[b, hq, s, dv], stride=_packed(s, hq, dv), data_type=otype),
+              "dO": g.tensor(name="dO", dim=[b, hq, s, dv], stride=_packed(s, hq, dv), data_type=itype),
+              "stats": g.tensor(name="stats", dim=[b, hq, s, 1], stride=[hq * s, s, 1, 1],
+                                data_type=cudnn.data_type.FLOAT)})
     names = ("descale_q", "descale_k", "descale_v", "descale_o", "descale_dO", "descale_s", "descale_dP",
              "scale_s", "scale_dQ", "scale_dK", "scale_dV", "scale_dP")
     for name in names:
