@@ -13,20 +13,22 @@ Their H100 runs used FlashAttention-3 (`backend="fa3"`), their B200 runs Transfo
 (`backend="te"`; `AttnBackend` in exps/dist_attn/benchmark_conf.py). Counted (file and line of their code at
 commit 2c6413571c2c: docs/cp-simulator.md section 3):
 
-- FA3 path, around every varlen call (`_fa3_varlen_forward` / `_fa3_varlen_backward` in `baselines/utils_cp.py`): an
-  unpad `torch.gather` of each input (read and write: 2 bytes moved per byte of the tensor) and a pad of each
+- FA3 path, around every varlen call (`_fa3_varlen_forward` / `_fa3_varlen_backward`, `baselines/utils_cp.py`):
+  an unpad `torch.gather` of each input (read and write: 2 bytes moved per byte of the tensor) and a pad of each
   output (`torch.zeros` of the padded shape, then `scatter_`: 3): forward q, k, v in and out; backward q, out,
   dout, k, v in and dq, dk, dv out;
 - TE path, backward of Ring P2P, USP's and LoongTrain's rings and Ring All-Gather: K and V repeated to the
   query heads (`repeat_interleave`, "we switch to computing it using MHA"), so the kernel writes MHA-shaped
   dK and dV, summed back to the KV heads (`.sum(2)`);
-- Ring All-Gather (`FA3RingAGAttnFunc`, `TERingAGAttnFunc` in `baselines/ring_attn.py`): two calls a rank, one per half of its
-  queries, each against the whole gathered K and V; the forward and backward read each half of q (and dout)
-  into a contiguous copy and write each half's output (and dq) back (`thd_read_half_tensor`,
-  `_collect_result_varlen`); the backward zero-fills full-length bf16 dK and dV, pads each call's dK and dV to
-  the whole sequence (FA3 path: one more full-length zero fill than the per-call count), adds both calls' into them
-  (`add_`: read both, write one), then reorders and reduce-scatters them in bf16 (the all-gather's and
-  reduce-scatter's reorder copies are the simulator's `COPY_BYTES`, as for longca's own).
+- Ring All-Gather (`FA3RingAGAttnFunc`, `TERingAGAttnFunc` in `baselines/ring_attn.py`): two calls a rank,
+  one per half of its queries, each against the whole gathered K and V (each document's keys up to the
+  half's causal bound); the forward and backward read each half of q (and dout) into a contiguous copy and
+  write each half's output (and dq) back (`thd_read_half_tensor`, `_collect_result_varlen`); the backward
+  zero-fills full-length bf16 dK and dV, pads each call's dK and dV to the whole sequence (FA3 path: one
+  more full-length zero fill than the per-call count), adds both calls' into them (`add_`: read both, write
+  one), then reorders and reduce-scatters them in bf16 (the reorder copies are the simulator's `COPY_BYTES`,
+  as for longca's own); and its backward kernel time is counted per key block
+  (`PublishedBaselines.gather_backward_kernel_ms` says why).
 
 Not counted, and why: the `rearrange(...).contiguous()` before and after every all-to-all
 (`_varlen_all2all_before_attn` / `_after_attn`, utils_cp.py) moves 4 bytes per byte of the collective, which
