@@ -19,8 +19,15 @@ def test_quick_validation_writes_its_tables(tmp_path):
     assert own["rows"] > 0 and own["in_sample_rows"] <= own["rows"]
     assert pub["causal_document_cells"] > 0 and pub["trend_series"] > 0
     assert pub["setting"]["sampler"] == "magi"
-    for name in ("validation-own.md", "validation-published-h100.md", "validation-summary.md"):
+    for name in ("validation-own.md", "validation-published-h100.md", "validation-summary.md",
+                 "validation-published-h100-baselines.md"):
         assert (tmp_path / name).read_text().startswith("# Validation")
+    # the published-baselines variant is printed beside the plain model, and only slows the baselines down
+    plain, variant = summary["published"]["h100"], summary["published"]["h100 (baseline variant)"]
+    assert variant["causal_document_cells"] == plain["causal_document_cells"]
+    assert all(v["simulated"][1] <= p["simulated"][1] + 1e-9 for p, v in zip(plain["trends"], variant["trends"],
+                                                                               strict=True))
+    assert "baseline-variant:begin" in proc.stdout
 
 
 def _script():

@@ -22,6 +22,7 @@ validation section or changelog holds a percentage or an `N of M` count that no 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import sys
@@ -33,6 +34,7 @@ import numpy as np
 
 from longca.problem import build_mask
 from longca_cp.accounting import schedule_of
+from longca_sim.baselines import PublishedBaselines
 from longca_sim.calibrate import OVERHEAD_MASKS, call_overhead_misses, fit_call_overhead, row_problem, simulate_row
 from longca_sim.costmodel import DECLARED_SPEEDS, load_fits, pair_table, read_rows, table_features
 from longca_sim.simulate import MERGE_BYTES_MEASURED_ROWS, Grid, Pricing, default_pricing, harness_memory, simulate_grid
@@ -47,11 +49,13 @@ STRATEGY = {"Ulysses": ["ulysses"], "Ring-AllGather": ["ring-allgather"], "USP":
             "USP / LoongTrain": ["usp", "loongtrain"], "Ring-P2P": ["ring-p2p"]}
 WORLDS = (8, 16, 32, 64)
 STRATEGIES = ["ulysses", "ring-p2p", "ring-allgather", "usp", "loongtrain"]
+VARIANT = " (baseline variant)"  # the name suffix of a published set priced by `longca_sim.baselines`
 BEGIN, END = "<!-- validation-summary:begin -->", "<!-- validation-summary:end -->"
 FIT_BEGIN, FIT_END = "<!-- kernel-fit:begin -->", "<!-- kernel-fit:end -->"
 GOALS_BEGIN, GOALS_END = "<!-- validation-goals:begin -->", "<!-- validation-goals:end -->"
 KERNEL_BEGIN, KERNEL_END = "<!-- kernel-check:begin -->", "<!-- kernel-check:end -->"
 TABLES_BEGIN, TABLES_END = "<!-- validation-tables:begin -->", "<!-- validation-tables:end -->"
+VARIANT_BEGIN, VARIANT_END = "<!-- baseline-variant:begin -->", "<!-- baseline-variant:end -->"
 # sections of docs/cp-simulator.md whose prose may hold no validation figure the script does not print
 CHECKED_SECTIONS = ("## 3. Validation", "## Changelog")
 FIGURE = re.compile(r"\d[\d,]*(?:\.\d+)?\s?%|\b\d+ of \d+\b")
@@ -191,8 +195,15 @@ def read_setting(path: Path) -> dict[str, Any]:
     return setting
 
 
-def simulate_cells(cells: list[dict], setting: dict[str, Any], samples: int) -> dict:
+def simulate_cells(cells: list[dict], setting: dict[str, Any], samples: int, variant: bool = False) -> dict:
+    """Simulated rows of the cells; `variant`: priced with the published baselines' own copies and Ring
+    All-Gather calls (`longca_sim.baselines`, the backend the anchor file's `baseline=` names)."""
     pricing = default_pricing(setting["inner"], preset(setting["topology"]))
+    if variant:
+        if "baseline" not in setting:
+            raise SystemExit("cp_validate: the anchors' setting line names no baseline= (the source's inner path: "
+                             "fa3 or te)")
+        pricing = dataclasses.replace(pricing, baseline=PublishedBaselines(setting["baseline"]))
     # a GPU longca has no rows of: its preset prices the kernel at the declared speed (costmodel.DECLARED_SPEEDS)
     if setting.get("speed") and pricing.fwd.kernel != f"{setting['inner']}@{setting['speed']}":
         raise SystemExit(f"cp_validate: topology {setting['topology']} does not give the declared {setting['speed']} "
@@ -207,13 +218,16 @@ def simulate_cells(cells: list[dict], setting: dict[str, Any], samples: int) -> 
     return sims
 
 
-def published(path: Path, quick: bool) -> tuple[list[str], dict[str, Any], list[dict[str, Any]]]:
+def published(path: Path, quick: bool, variant: bool = False) -> tuple[list[str], dict[str, Any], list[dict[str, Any]]]:
+    """One published set against the plain model (longca's own pricing) or, with `variant`, against the
+    published-baselines variant (`longca_sim.baselines`)."""
     setting = read_setting(path)
     cells = parse_anchors(path)
     if quick:
-        cells = [c for c in cells if c["world"] in (8, 64) and c["strategy"] in ("Ring-P2P", "Ulysses")
+        cells = [c for c in cells if c["world"] in (8, 64) and c["strategy"] in ("Ring-P2P", "Ulysses",
+                                                                                  "Ring-AllGather")
                  and c["mask"] == "causal_document"]
-    sims = simulate_cells(cells, setting, 1 if quick else 3)
+    sims = simulate_cells(cells, setting, 1 if quick else 3, variant)
     out, seen = [], set()
     for c in cells:
         for name in STRATEGY[c["strategy"]]:
@@ -226,7 +240,7 @@ def published(path: Path, quick: bool) -> tuple[list[str], dict[str, Any], list[
             ref = c["low"] if got < c["low"] else c["high"] if got > c["high"] else got
             out.append({**c, "sim_strategy": name, "simulated": got, "err": pct(got, ref),
                         "flags": row["sim"].get("flags", []) if row["status"] == "ok" else []})
-    name = path.stem.replace("anchors-", "")
+    name = path.stem.replace("anchors-", "") + (VARIANT if variant else "")
     declared = DECLARED_SPEEDS.get(setting.get("speed", ""))
     speed = (f" at the declared {setting['speed']} kernel speed (its work terms divided by {declared['fwd']:.3f} "
              f"forward, {declared['bwd']:.3f} backward: {declared['source']})" if declared else "")
@@ -234,7 +248,12 @@ def published(path: Path, quick: bool) -> tuple[list[str], dict[str, Any], list[
              f"Source and setting: {path.relative_to(ROOT)} ({setting['topology']} preset, inner {setting['inner']}"
              f"{speed}, "
              f"{setting['seqlen_per_rank']} tokens per GPU, documents from the `{setting['sampler']}` sampler, "
-             f"{1 if quick else 3} draws). The source's baselines as its benchmark code runs them: rings dispatched "
+             f"{1 if quick else 3} draws). "
+             + (f"Priced with the published-baselines variant (`longca_sim.baselines`, backend "
+                f"`{setting['baseline']}`): the copies the source's code makes around each kernel call and Ring "
+                "All-Gather's full-length dK/dV and key-block backward, counted from its code, nothing fitted. "
+                if variant else "Plain model (longca's own pricing). ")
+             + "The source's baselines as its benchmark code runs them: rings dispatched "
              "per document (`layout=doc_zigzag`), USP and LoongTrain with the all-to-all over the 8 GPUs of a node. "
              "Every cell is test data. A cell given as a range counts as 0 % inside it, else the distance to the "
              "nearer end; a cell compared with the same prediction twice (a range row naming two strategies that "
@@ -423,6 +442,31 @@ def tables_block(own: list[dict[str, Any]], pub: dict[str, list[dict[str, Any]]]
     return "\n".join([*lines, "", TABLES_END])
 
 
+def variant_block(pub: dict[str, list[dict[str, Any]]]) -> str:
+    """Which published cells the published-baselines variant changes, and how: per set, strategy and direction,
+    the cells whose prediction moves by more than 0.5 %, the range of that move, and the median abs error of
+    the series, plain model and variant."""
+    lines = [VARIANT_BEGIN, "", "| set | strategy | dir | cells changed | simulated figure, variant vs plain "
+             "| median abs error, plain -> variant |", "|---|---|---|---|---|---|"]
+    for name, cells in pub.items():
+        if name.endswith(VARIANT) or name + VARIANT not in pub:
+            continue
+        plain = {(e["mask"], e["direction"], e["sim_strategy"], e["world"]): e for e in cells}
+        variant = {(e["mask"], e["direction"], e["sim_strategy"], e["world"]): e for e in pub[name + VARIANT]}
+        series: dict[tuple, list[tuple[dict, dict]]] = {}
+        for key, e in plain.items():
+            if key in variant:
+                series.setdefault((key[0], key[2], key[1]), []).append((e, variant[key]))
+        for (mask, strategy, direction), pairs in series.items():
+            moves = [pct(v["simulated"], e["simulated"]) for e, v in pairs]
+            changed = sum(abs(m) > 0.5 for m in moves)
+            lines.append(f"| {name} {mask} | {strategy} | {direction} | {changed} of {len(pairs)} | "
+                         f"{min(moves):+.1f} % to {max(moves):+.1f} % | "
+                         f"{med([abs(e['err']) for e, _ in pairs]):.1f} % -> "
+                         f"{med([abs(v['err']) for _, v in pairs]):.1f} % |")
+    return "\n".join([*lines, "", VARIANT_END])
+
+
 def goals_block(own: dict[str, Any], pubs: dict[str, dict[str, Any]]) -> str:
     """Issue 28's goals, each with its target, today's figure and whether it is met."""
     rows = []
@@ -485,14 +529,20 @@ def main() -> None:
     for path in anchors:
         name = path.stem.replace("anchors-", "")
         pub_lines[name], pub_summary[name], pub_cells[name] = published(path, args.quick)
-    band_list = bands(own, pub_cells)
+    # the published-baselines variant of each set, printed beside the plain model (the bands, which price
+    # longca's own strategies, come from the plain model only)
+    for path in anchors:
+        name = path.stem.replace("anchors-", "") + VARIANT
+        pub_lines[name], pub_summary[name], pub_cells[name] = published(path, args.quick, variant=True)
+    band_list = bands(own, {k: v for k, v in pub_cells.items() if not k.endswith(VARIANT)})
     kernel_path = DOCS / "kernel-h100.md"
     kernel_block, kernel_cells = kernel_check(kernel_path, 2 if args.quick else 5)
     block = summary_block(own_summary, pub_summary, band_list)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "validation-own.md").write_text("\n".join(own_lines) + "\n")
     for name, lines in pub_lines.items():
-        (out_dir / f"validation-published-{name}.md").write_text("\n".join(lines) + "\n")
+        stem = name.replace(VARIANT, "-baselines")
+        (out_dir / f"validation-published-{stem}.md").write_text("\n".join(lines) + "\n")
     (out_dir / "validation-summary.md").write_text(
         "# Validation summary (generated by docs/scripts/cp_validate.py; do not edit)\n\n" + block + "\n")
     summary = {"own": own_summary, "published": pub_summary, "bands": band_list, "kernel_check": kernel_cells}
@@ -502,6 +552,7 @@ def main() -> None:
     print(f"cp_validate: {time.time() - start:.0f} s")
     print(block)
     print(goals_block(own_summary, pub_summary))
+    print(variant_block(pub_cells))
     print(kernel_block)
     print(fit_block())
     if args.quick:
@@ -510,7 +561,8 @@ def main() -> None:
     text = DOC.read_text()
     blocks = {(BEGIN, END): block, (FIT_BEGIN, FIT_END): fit_block(),
               (GOALS_BEGIN, GOALS_END): goals_block(own_summary, pub_summary), (KERNEL_BEGIN, KERNEL_END): kernel_block,
-              (TABLES_BEGIN, TABLES_END): tables_block(own, pub_cells)}
+              (TABLES_BEGIN, TABLES_END): tables_block(own, pub_cells),
+              (VARIANT_BEGIN, VARIANT_END): variant_block(pub_cells)}
     new, problems = check_doc(text, blocks)
     if args.write_doc and not any(p.startswith("no ") for p in problems):
         DOC.write_text(new)

@@ -33,6 +33,7 @@ from longca_cp.accounting import balance_of, median_balance, rank_totals, schedu
 from longca_cp.calls import CallTable, buffer_passes, buffers_table, key_buffers
 from longca_cp.schedule import ELEMENT_BYTES, GatherSchedule, RankCalls, RingSchedule, Schedule, merged_calls
 
+from .baselines import PublishedBaselines
 from .costmodel import DECLARED_SPEEDS, KernelFit, call_shapes, declared_fit, kernel_fit, table_features, tflops
 from .topology import Topology
 
@@ -63,7 +64,8 @@ class Pricing:
     inner call beyond a lone one (cropping, packing, the Python of the step), per direction; fitted
     from measured two-GPU rows (`costmodel.fit_call_overhead`). `merge_bytes`: memory traffic per output
     element of one lse merge (the code's, `MERGE_BYTES`; `MERGE_BYTES_MEASURED_ROWS` for rows measured
-    before the compiled merge)."""
+    before the compiled merge). `baseline`: the published baselines' extra copies (`baselines`), only to
+    validate against their published figures; None for longca's own strategies."""
 
     fwd: KernelFit
     bwd: KernelFit
@@ -71,6 +73,7 @@ class Pricing:
     calibrated: bool = False
     call_overhead_ms: dict[str, float] | None = None
     merge_bytes: int = MERGE_BYTES
+    baseline: PublishedBaselines | None = None
 
 
 def _step_times(rc: RankCalls, pricing: Pricing, problem: Problem) -> tuple[np.ndarray, np.ndarray, float]:
@@ -92,6 +95,9 @@ def _step_times(rc: RankCalls, pricing: Pricing, problem: Problem) -> tuple[np.n
     per_row = np.where(first, CAST_BYTES, pricing.merge_bytes)
     merge = 0.0 if single else per_row * rows * rc.heads_q * elem / hbm
     grads = 0.0 if single else GRAD_BYTES * (rows * rc.heads_q + 2 * keys * rc.heads_kv) * elem / hbm
+    if pricing.baseline is not None:  # the published baselines' copies around each call (`baselines`)
+        copy_f, copy_b = pricing.baseline.call_ms(problem, rows, keys, rc.heads_q, rc.heads_kv, hbm)
+        merge, grads = merge + copy_f, grads + copy_b
     extra = pricing.call_overhead_ms or {}
     over_f, over_b = (0.0, 0.0) if single else (extra.get("fwd", 0.0), extra.get("bwd", 0.0))
     fwd = np.bincount(rc.step, weights=kernel_f + merge + over_f, minlength=rc.steps)
@@ -160,6 +166,9 @@ def _buffer_step_times(table: CallTable, buf: np.ndarray, step: np.ndarray, nbuf
         per_row = np.where(first, CAST_BYTES, pricing.merge_bytes)
         merge = np.where(single_call, 0.0, per_row * rows * heads_q * elem / hbm)
         grads = np.where(single_call, 0.0, GRAD_BYTES * (rows * heads_q + 2 * keys * heads_kv) * elem / hbm)
+        if pricing.baseline is not None:  # the published baselines' copies around each call (`baselines`)
+            copy_f, copy_b = pricing.baseline.call_ms(problem, rows, keys, heads_q, heads_kv, hbm)
+            merge, grads = merge + copy_f, grads + copy_b
         extra = pricing.call_overhead_ms or {}
         over_f = np.where(single_call, 0.0, extra.get("fwd", 0.0))
         over_b = np.where(single_call, 0.0, extra.get("bwd", 0.0))
@@ -335,6 +344,10 @@ class _Pricer:
                                                         (problem.heads_q, problem.heads_kv), table_features(table, 1),
                                                         call_shapes(table), self.pricings, problem)
             cf[:, ranks], cb[:, ranks] = f.sum(axis=2), b.sum(axis=2)
+            for i, pricing in enumerate(self.pricings):  # the published baselines' calls (`baselines`)
+                if pricing.baseline is not None:
+                    cb[i, ranks] += pricing.baseline.gather_backward_kernel_ms(table, buf, len(ranks), problem.heads_q,
+                                                                               pricing.bwd)
             count = np.bincount(buf, minlength=len(ranks))
             sums = np.diff(np.concatenate([[0], np.cumsum(table.area)])[np.concatenate([[0], np.cumsum(count)])])
             for k, rank in enumerate(ranks):
@@ -345,8 +358,13 @@ class _Pricer:
         scatter = _op_ms(ops, topo, "bwd", "reduce_scatter")
         outs = []
         for i in range(n):
+            base, rs = self.pricings[i].baseline, scatter
+            if base is not None:  # the published baselines' half copies, full-length dK/dV, bf16 reduce-scatter
+                extra_f, extra_b = base.gather_ms(problem, topo.hbm_gbs * 1e6)
+                cf[i], cb[i] = cf[i] + extra_f, cb[i] + extra_b
+                rs = _op_ms(base.gather_comm(problem, ops), topo, "bwd", "reduce_scatter")
             fwd = gather_f + cf[i]
-            bwd = np.full(world, (gather_b + cb[i]).max() + scatter)  # the reduce-scatter waits for the last rank
+            bwd = np.full(world, (gather_b + cb[i]).max() + rs)  # the reduce-scatter waits for the last rank
             outs.append({"fwd": (fwd, cf[i], cf[i].copy()), "bwd": (bwd, cb[i], np.full(world, cb[i].max())),
                          "measured_share": float(np.mean(shares[i]))})
         return outs
