@@ -170,16 +170,17 @@ def _buffer_step_times(table: CallTable, buf: np.ndarray, step: np.ndarray, nbuf
 
 
 def _ring_forward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, x_out, prev_in, prev_out):
-    """End time of every position; `c` (positions, steps) or (kernels, positions, steps) for several at once."""
+    """End time of every position; `c` (steps, positions) or (kernels, steps, positions) for several at once."""
     s = start.copy()
     w = sched.window
+    x_in, x_out = x_in[prev_in], x_out[prev_out]  # what reaches each position from its previous one
     for o in range(sched.windows):
         posted_outer = s.copy()
         for t in range(w):
-            e = s + c[..., o * w + t]
-            s = np.maximum(e, s[..., prev_in] + x_in[prev_in]) if t + 1 < w else e
+            e = s + c[..., o * w + t, :]
+            s = np.maximum(e, s[..., prev_in] + x_in) if t + 1 < w else e
         if o + 1 < sched.windows:
-            s = np.maximum(s, posted_outer[..., prev_out] + x_out[prev_out])
+            s = np.maximum(s, posted_outer[..., prev_out] + x_out)
     return s
 
 
@@ -187,26 +188,27 @@ def _ring_backward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, 
     """As the forward, plus each block's dK/dV sum sent after its step and waited for after the next."""
     s = start.copy()
     w, windows = sched.window, sched.windows
+    x_in, x_out = x_in[prev_in], x_out[prev_out]
     outer_sum: np.ndarray | None = None
     for o in range(windows):
         posted_outer = s.copy()
         sent: np.ndarray | None = None
         for t in range(w):
-            d = s + c[..., o * w + t]
+            d = s + c[..., o * w + t, :]
             if sent is not None:
-                d = np.maximum(d, sent[..., prev_in] + x_in[prev_in])
+                d = np.maximum(d, sent[..., prev_in] + x_in)
             sent = d if w > 1 else None
-            s = np.maximum(d, s[..., prev_in] + x_in[prev_in]) if t + 1 < w else d
+            s = np.maximum(d, s[..., prev_in] + x_in) if t + 1 < w else d
         if sent is not None:
-            s = np.maximum(s, sent[..., prev_in] + x_in[prev_in])
+            s = np.maximum(s, sent[..., prev_in] + x_in)
         if outer_sum is not None:
-            s = np.maximum(s, outer_sum[..., prev_out] + x_out[prev_out])
+            s = np.maximum(s, outer_sum[..., prev_out] + x_out)
         if windows > 1:
             outer_sum = s.copy()
         if o + 1 < windows:
-            s = np.maximum(s, posted_outer[..., prev_out] + x_out[prev_out])
+            s = np.maximum(s, posted_outer[..., prev_out] + x_out)
     if outer_sum is not None:
-        s = np.maximum(s, outer_sum[..., prev_out] + x_out[prev_out])
+        s = np.maximum(s, outer_sum[..., prev_out] + x_out)
     return s
 
 
@@ -260,7 +262,10 @@ class _Pricer:
                or s.mask_slices is not first.mask_slices for s in scheds):
             raise LongcaError("rings(): the schedules must share the mask draw, ring size and layout")
         r, n = first.ring_size, len(self.pricings)
-        costs = [(np.zeros((n, r, r)), np.zeros((n, r, r)), np.zeros((n, r))) for _ in scheds]
+        # per schedule: forward and backward ms (kernels, steps, positions), steps first so that the timeline reads
+        # each step's costs together; their sums over the steps per position; the shares inside the fitted range
+        costs = [(np.zeros((n, r, r)), np.zeros((n, r, r)), np.zeros((n, r)), np.zeros((n, r)), np.zeros((n, r)))
+                 for _ in scheds]
         runs = first.ring_layout.runs
         buffers = key_buffers(runs)
         for chunk in buffer_passes(first.mask_slices, runs, buffers, PASS_CANDIDATES):
@@ -272,19 +277,21 @@ class _Pricer:
             count = np.bincount(buf, minlength=len(positions))  # calls per position
             sums = np.diff(np.concatenate([[0], np.cumsum(table.area)])[np.concatenate([[0], np.cumsum(count)])])
             cache: dict = {}
-            for sched, (cf, cb, shares) in zip(scheds, costs, strict=True):
+            at = slice(chunk.start, chunk.stop)
+            for sched, (cf, cb, sum_f, sum_b, shares) in zip(scheds, costs, strict=True):
                 heads = (sched.problem.heads_q // sched.head_degree,
                          sched.problem.heads_kv * sched.kv_repeat // sched.head_degree)
                 step = sched.step_of(positions[buf], source)
                 f, b, sh = _buffer_step_times(table, buf, step, len(positions), r, heads, unit, shapes, self.pricings,
                                               sched.problem, cache)
-                cf[:, positions], cb[:, positions], shares[:, positions] = f, b, sh
+                cf[:, :, at], cb[:, :, at], shares[:, at] = f.transpose(0, 2, 1), b.transpose(0, 2, 1), sh
+                sum_f[:, at], sum_b[:, at] = f.sum(axis=2), b.sum(axis=2)
                 for k, p in enumerate(positions):
                     sched.totals[int(p) * sched.head_degree] = (int(sums[k]), int(count[k]), heads[0])
             del table, buf, source, unit, shapes
         return [self._ring_times(s, *c) for s, c in zip(scheds, costs, strict=True)]
 
-    def _ring_times(self, sched: RingSchedule, cf: np.ndarray, cb: np.ndarray,
+    def _ring_times(self, sched: RingSchedule, cf: np.ndarray, cb: np.ndarray, sum_f: np.ndarray, sum_b: np.ndarray,
                     shares: np.ndarray) -> list[dict[str, Any]]:
         topo = self.pricings[0].topology
         r, n = sched.ring_size, len(self.pricings)
@@ -305,17 +312,17 @@ class _Pricer:
                  for phase in ("fwd", "bwd")}
         zero = np.zeros(r)
         timelines = {}
-        for phase, c, run in (("fwd", cf, _ring_forward), ("bwd", cb, _ring_backward)):  # every kernel at once
-            x_in, x_out = links[phase]
+        for phase, c, total, run in (("fwd", cf, sum_f, _ring_forward), ("bwd", cb, sum_b, _ring_backward)):
+            x_in, x_out = links[phase]  # (every kernel at once)
             end = _timeline(run, c, sched, x_in, x_out, prev_in, prev_out, a2a[phase], frac[phase])
             # the same steps with every transfer free: what is left of waiting is waiting for slower ranks
             alone = _timeline(run, c, sched, zero, zero, prev_in, prev_out, zero, 0.0)
-            timelines[phase] = (end, c, alone)
+            timelines[phase] = (end, total, alone)
         outs = []
         for i in range(n):
             out: dict[str, Any] = {}
-            for phase, (end, c, alone) in timelines.items():
-                out[phase] = tuple(np.repeat(x, sched.head_degree) for x in (end[i], c[i].sum(axis=1), alone[i]))
+            for phase, (end, total, alone) in timelines.items():
+                out[phase] = tuple(np.repeat(x, sched.head_degree) for x in (end[i], total[i], alone[i]))
             out["measured_share"] = float(np.mean(shares[i]))
             outs.append(out)
         return outs
