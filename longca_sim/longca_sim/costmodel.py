@@ -94,7 +94,8 @@ def table_features(table: CallTable, heads: int) -> np.ndarray:
     tokens = slice_tokens(table.slices)
     first = table.start[:-1]
     per_slice = np.empty((len(nq), len(FEATURES) - 1))
-    per_slice[:, 0], per_slice[:, 1], per_slice[:, 2], per_slice[:, 3], per_slice[:, 4] = nq, base, 1.0, diagonal, tokens
+    for col, value in enumerate((nq, base, 1.0, diagonal, tokens)):
+        per_slice[:, col] = value
     per_slice[:, 5:] = floors
     summed = np.add.reduceat(per_slice, first, axis=0) * heads
     return np.column_stack([np.ones(len(table)), summed])
