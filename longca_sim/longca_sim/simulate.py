@@ -170,14 +170,14 @@ def _buffer_step_times(table: CallTable, buf: np.ndarray, step: np.ndarray, nbuf
 
 
 def _ring_forward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, x_out, prev_in, prev_out):
-    """End time of every position; `c` (steps, positions) or (kernels, steps, positions) for several at once."""
+    """End time of every position; `c` (positions, steps) or (kernels, positions, steps) for several at once."""
     s = start.copy()
     w = sched.window
     x_in, x_out = x_in[prev_in], x_out[prev_out]  # what reaches each position from its previous one
     for o in range(sched.windows):
         posted_outer = s.copy()
         for t in range(w):
-            e = s + c[..., o * w + t, :]
+            e = s + c[..., o * w + t]
             s = np.maximum(e, s[..., prev_in] + x_in) if t + 1 < w else e
         if o + 1 < sched.windows:
             s = np.maximum(s, posted_outer[..., prev_out] + x_out)
@@ -194,7 +194,7 @@ def _ring_backward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, 
         posted_outer = s.copy()
         sent: np.ndarray | None = None
         for t in range(w):
-            d = s + c[..., o * w + t, :]
+            d = s + c[..., o * w + t]
             if sent is not None:
                 d = np.maximum(d, sent[..., prev_in] + x_in)
             sent = d if w > 1 else None
@@ -219,22 +219,27 @@ def _op_ms(ops, topo: Topology, phase: str, kind: str, ring: str = "") -> float:
                if op.phase == phase and op.kind == kind and (not ring or op.ring == ring))
 
 
-def _ring_link_ms(sched: RingSchedule, topo: Topology, phase: str, ring: str) -> np.ndarray:
-    """Per position: the time of one transfer step on its link to the next (the slowest of its head group).
-
-    In the backward, a block and its dK/dV sum travel on the same link at the same time, so both
-    take the time of their bytes together.
-    """
-    out = np.zeros(sched.ring_size)
-    for position in range(sched.ring_size):
-        worst = 0.0
-        for u in range(sched.head_degree):
-            ops = [op for op in sched.comm(position * sched.head_degree + u) if op.phase == phase and op.ring == ring]
-            if ops:
-                total = sum(op.nbytes for op in ops)
-                worst = max(worst, topo.op_ms(type(ops[0])(phase, "p2p", "", total, ops[0].ranks)))
-        out[position] = worst
-    return out
+def _position_comm(sched: RingSchedule,
+                   topo: Topology) -> tuple[dict[str, np.ndarray], dict[tuple[str, str], np.ndarray]]:
+    """Per position, the slowest rank of its head group: the exposed all-to-all time of each phase, and per (phase,
+    ring) the time of one transfer step on its link to the next. In the backward, a block and its dK/dV sum travel
+    on the same link at the same time, so both take the time of their bytes together. Each rank's ops read once."""
+    r, h = sched.ring_size, sched.head_degree
+    a2a = {phase: np.zeros(r) for phase in ("fwd", "bwd")}
+    links = {(phase, ring): np.zeros(r) for phase in ("fwd", "bwd") for ring in ("inner", "outer")}
+    for position in range(r):
+        for u in range(h):
+            ops = sched.comm(position * h + u)
+            for phase in ("fwd", "bwd"):
+                exposed = _op_ms(ops, topo, phase, "all_to_all")
+                a2a[phase][position] = exposed if u == 0 else max(a2a[phase][position], exposed)
+                for ring in ("inner", "outer"):
+                    mine = [op for op in ops if op.phase == phase and op.ring == ring]
+                    if mine:
+                        total = sum(op.nbytes for op in mine)
+                        step = topo.op_ms(type(mine[0])(phase, "p2p", "", total, mine[0].ranks))
+                        links[phase, ring][position] = max(links[phase, ring][position], step)
+    return a2a, links
 
 
 def _timeline(run, c: np.ndarray, sched: RingSchedule, x_in, x_out, prev_in, prev_out, a2a, frac):
@@ -262,10 +267,7 @@ class _Pricer:
                or s.mask_slices is not first.mask_slices for s in scheds):
             raise LongcaError("rings(): the schedules must share the mask draw, ring size and layout")
         r, n = first.ring_size, len(self.pricings)
-        # per schedule: forward and backward ms (kernels, steps, positions), steps first so that the timeline reads
-        # each step's costs together; their sums over the steps per position; the shares inside the fitted range
-        costs = [(np.zeros((n, r, r)), np.zeros((n, r, r)), np.zeros((n, r)), np.zeros((n, r)), np.zeros((n, r)))
-                 for _ in scheds]
+        costs = [(np.zeros((n, r, r)), np.zeros((n, r, r)), np.zeros((n, r))) for _ in scheds]
         runs = first.ring_layout.runs
         buffers = key_buffers(runs)
         for chunk in buffer_passes(first.mask_slices, runs, buffers, PASS_CANDIDATES):
@@ -277,21 +279,20 @@ class _Pricer:
             count = np.bincount(buf, minlength=len(positions))  # calls per position
             sums = np.diff(np.concatenate([[0], np.cumsum(table.area)])[np.concatenate([[0], np.cumsum(count)])])
             cache: dict = {}
-            at = slice(chunk.start, chunk.stop)
-            for sched, (cf, cb, sum_f, sum_b, shares) in zip(scheds, costs, strict=True):
+            at = slice(chunk.start, chunk.stop)  # (a block of positions: copied whole)
+            for sched, (cf, cb, shares) in zip(scheds, costs, strict=True):
                 heads = (sched.problem.heads_q // sched.head_degree,
                          sched.problem.heads_kv * sched.kv_repeat // sched.head_degree)
                 step = sched.step_of(positions[buf], source)
                 f, b, sh = _buffer_step_times(table, buf, step, len(positions), r, heads, unit, shapes, self.pricings,
                                               sched.problem, cache)
-                cf[:, :, at], cb[:, :, at], shares[:, at] = f.transpose(0, 2, 1), b.transpose(0, 2, 1), sh
-                sum_f[:, at], sum_b[:, at] = f.sum(axis=2), b.sum(axis=2)
+                cf[:, at], cb[:, at], shares[:, at] = f, b, sh
                 for k, p in enumerate(positions):
                     sched.totals[int(p) * sched.head_degree] = (int(sums[k]), int(count[k]), heads[0])
             del table, buf, source, unit, shapes
         return [self._ring_times(s, *c) for s, c in zip(scheds, costs, strict=True)]
 
-    def _ring_times(self, sched: RingSchedule, cf: np.ndarray, cb: np.ndarray, sum_f: np.ndarray, sum_b: np.ndarray,
+    def _ring_times(self, sched: RingSchedule, cf: np.ndarray, cb: np.ndarray,
                     shares: np.ndarray) -> list[dict[str, Any]]:
         topo = self.pricings[0].topology
         r, n = sched.ring_size, len(self.pricings)
@@ -300,29 +301,26 @@ class _Pricer:
         a, b_ = np.divmod(pos, w)
         prev_in = a * w + (b_ - 1) % w
         prev_out = ((a - 1) % sched.windows) * w + b_
-        a2a = {phase: np.array([max(_op_ms(sched.comm(p * sched.head_degree + u), topo, phase, "all_to_all")
-                                    for u in range(sched.head_degree)) for p in range(r)])
-               for phase in ("fwd", "bwd")}
+        a2a, link = _position_comm(sched, topo)
         ops0 = sched.comm(0)
         before = {"fwd": _op_ms([op for op in ops0 if op.what in ("q", "k,v")], topo, "fwd", "all_to_all"),
                   "bwd": _op_ms([op for op in ops0 if op.what == "dout"], topo, "bwd", "all_to_all")}
         total0 = {phase: _op_ms(ops0, topo, phase, "all_to_all") for phase in ("fwd", "bwd")}
         frac = {phase: (before[phase] / total0[phase] if total0[phase] > 0 else 0.0) for phase in ("fwd", "bwd")}
-        links = {phase: (_ring_link_ms(sched, topo, phase, "inner"), _ring_link_ms(sched, topo, phase, "outer"))
-                 for phase in ("fwd", "bwd")}
+        links = {phase: (link[phase, "inner"], link[phase, "outer"]) for phase in ("fwd", "bwd")}
         zero = np.zeros(r)
         timelines = {}
-        for phase, c, total, run in (("fwd", cf, sum_f, _ring_forward), ("bwd", cb, sum_b, _ring_backward)):
-            x_in, x_out = links[phase]  # (every kernel at once)
+        for phase, c, run in (("fwd", cf, _ring_forward), ("bwd", cb, _ring_backward)):  # every kernel at once
+            x_in, x_out = links[phase]
             end = _timeline(run, c, sched, x_in, x_out, prev_in, prev_out, a2a[phase], frac[phase])
             # the same steps with every transfer free: what is left of waiting is waiting for slower ranks
             alone = _timeline(run, c, sched, zero, zero, prev_in, prev_out, zero, 0.0)
-            timelines[phase] = (end, total, alone)
+            timelines[phase] = (end, c, alone)
         outs = []
         for i in range(n):
             out: dict[str, Any] = {}
-            for phase, (end, total, alone) in timelines.items():
-                out[phase] = tuple(np.repeat(x, sched.head_degree) for x in (end[i], total[i], alone[i]))
+            for phase, (end, c, alone) in timelines.items():
+                out[phase] = tuple(np.repeat(x, sched.head_degree) for x in (end[i], c[i].sum(axis=1), alone[i]))
             out["measured_share"] = float(np.mean(shares[i]))
             outs.append(out)
         return outs
