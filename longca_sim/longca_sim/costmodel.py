@@ -94,7 +94,7 @@ def table_features(table: CallTable, heads: int) -> np.ndarray:
     tokens = slice_tokens(table.slices)
     first = table.start[:-1]
     per_slice = np.empty((len(nq), len(FEATURES) - 1))
-    for col, value in enumerate((nq, base, 1.0, diagonal, tokens)):
+    for col, value in enumerate((nq, base, np.ones(len(nq)), diagonal, tokens)):
         per_slice[:, col] = value
     per_slice[:, 5:] = floors
     summed = np.add.reduceat(per_slice, first, axis=0) * heads
