@@ -225,7 +225,7 @@ def _coalesce(buffer: np.ndarray, pieces: np.ndarray) -> tuple[np.ndarray, np.nd
         return buffer, pieces
     starts = np.flatnonzero(np.r_[True, ~joins])
     ends = np.r_[starts[1:], len(pieces)] - 1
-    out = pieces[starts].copy()
+    out = pieces[starts]  # (a copy: an index array)
     out[:, 3], out[:, 4] = pieces[ends, 3], pieces[ends, 4]
     return buffer[starts], out
 

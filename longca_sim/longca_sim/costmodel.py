@@ -93,7 +93,10 @@ def table_features(table: CallTable, heads: int) -> np.ndarray:
     nq, base, diagonal, floors = _slice_work(table.slices)
     tokens = slice_tokens(table.slices)
     first = table.start[:-1]
-    per_slice = np.column_stack([nq, base, np.ones(len(nq)), diagonal, tokens, floors])
+    per_slice = np.empty((len(nq), len(FEATURES) - 1))
+    for col, value in enumerate((nq, base, np.ones(len(nq)), diagonal, tokens)):
+        per_slice[:, col] = value
+    per_slice[:, 5:] = floors
     summed = np.add.reduceat(per_slice, first, axis=0) * heads
     return np.column_stack([np.ones(len(table)), summed])
 

@@ -182,13 +182,14 @@ def _ring_forward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, x
     """End time of every position; `c` (positions, steps) or (kernels, positions, steps) for several at once."""
     s = start.copy()
     w = sched.window
+    x_in, x_out = x_in[prev_in], x_out[prev_out]  # what reaches each position from its previous one
     for o in range(sched.windows):
         posted_outer = s.copy()
         for t in range(w):
             e = s + c[..., o * w + t]
-            s = np.maximum(e, s[..., prev_in] + x_in[prev_in]) if t + 1 < w else e
+            s = np.maximum(e, s[..., prev_in] + x_in) if t + 1 < w else e
         if o + 1 < sched.windows:
-            s = np.maximum(s, posted_outer[..., prev_out] + x_out[prev_out])
+            s = np.maximum(s, posted_outer[..., prev_out] + x_out)
     return s
 
 
@@ -196,6 +197,7 @@ def _ring_backward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, 
     """As the forward, plus each block's dK/dV sum sent after its step and waited for after the next."""
     s = start.copy()
     w, windows = sched.window, sched.windows
+    x_in, x_out = x_in[prev_in], x_out[prev_out]
     outer_sum: np.ndarray | None = None
     for o in range(windows):
         posted_outer = s.copy()
@@ -203,19 +205,19 @@ def _ring_backward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, 
         for t in range(w):
             d = s + c[..., o * w + t]
             if sent is not None:
-                d = np.maximum(d, sent[..., prev_in] + x_in[prev_in])
+                d = np.maximum(d, sent[..., prev_in] + x_in)
             sent = d if w > 1 else None
-            s = np.maximum(d, s[..., prev_in] + x_in[prev_in]) if t + 1 < w else d
+            s = np.maximum(d, s[..., prev_in] + x_in) if t + 1 < w else d
         if sent is not None:
-            s = np.maximum(s, sent[..., prev_in] + x_in[prev_in])
+            s = np.maximum(s, sent[..., prev_in] + x_in)
         if outer_sum is not None:
-            s = np.maximum(s, outer_sum[..., prev_out] + x_out[prev_out])
+            s = np.maximum(s, outer_sum[..., prev_out] + x_out)
         if windows > 1:
             outer_sum = s.copy()
         if o + 1 < windows:
-            s = np.maximum(s, posted_outer[..., prev_out] + x_out[prev_out])
+            s = np.maximum(s, posted_outer[..., prev_out] + x_out)
     if outer_sum is not None:
-        s = np.maximum(s, outer_sum[..., prev_out] + x_out[prev_out])
+        s = np.maximum(s, outer_sum[..., prev_out] + x_out)
     return s
 
 
@@ -226,22 +228,27 @@ def _op_ms(ops, topo: Topology, phase: str, kind: str, ring: str = "") -> float:
                if op.phase == phase and op.kind == kind and (not ring or op.ring == ring))
 
 
-def _ring_link_ms(sched: RingSchedule, topo: Topology, phase: str, ring: str) -> np.ndarray:
-    """Per position: the time of one transfer step on its link to the next (the slowest of its head group).
-
-    In the backward, a block and its dK/dV sum travel on the same link at the same time, so both
-    take the time of their bytes together.
-    """
-    out = np.zeros(sched.ring_size)
-    for position in range(sched.ring_size):
-        worst = 0.0
-        for u in range(sched.head_degree):
-            ops = [op for op in sched.comm(position * sched.head_degree + u) if op.phase == phase and op.ring == ring]
-            if ops:
-                total = sum(op.nbytes for op in ops)
-                worst = max(worst, topo.op_ms(type(ops[0])(phase, "p2p", "", total, ops[0].ranks)))
-        out[position] = worst
-    return out
+def _position_comm(sched: RingSchedule,
+                   topo: Topology) -> tuple[dict[str, np.ndarray], dict[tuple[str, str], np.ndarray]]:
+    """Per position, the slowest rank of its head group: the exposed all-to-all time of each phase, and per (phase,
+    ring) the time of one transfer step on its link to the next. In the backward, a block and its dK/dV sum travel
+    on the same link at the same time, so both take the time of their bytes together. Each rank's ops read once."""
+    r, h = sched.ring_size, sched.head_degree
+    a2a = {phase: np.zeros(r) for phase in ("fwd", "bwd")}
+    links = {(phase, ring): np.zeros(r) for phase in ("fwd", "bwd") for ring in ("inner", "outer")}
+    for position in range(r):
+        for u in range(h):
+            ops = sched.comm(position * h + u)
+            for phase in ("fwd", "bwd"):
+                exposed = _op_ms(ops, topo, phase, "all_to_all")
+                a2a[phase][position] = exposed if u == 0 else max(a2a[phase][position], exposed)
+                for ring in ("inner", "outer"):
+                    mine = [op for op in ops if op.phase == phase and op.ring == ring]
+                    if mine:
+                        total = sum(op.nbytes for op in mine)
+                        step = topo.op_ms(type(mine[0])(phase, "p2p", "", total, mine[0].ranks))
+                        links[phase, ring][position] = max(links[phase, ring][position], step)
+    return a2a, links
 
 
 def _timeline(run, c: np.ndarray, sched: RingSchedule, x_in, x_out, prev_in, prev_out, a2a, frac):
@@ -281,13 +288,14 @@ class _Pricer:
             count = np.bincount(buf, minlength=len(positions))  # calls per position
             sums = np.diff(np.concatenate([[0], np.cumsum(table.area)])[np.concatenate([[0], np.cumsum(count)])])
             cache: dict = {}
+            at = slice(chunk.start, chunk.stop)  # (a block of positions: copied whole)
             for sched, (cf, cb, shares) in zip(scheds, costs, strict=True):
                 heads = (sched.problem.heads_q // sched.head_degree,
                          sched.problem.heads_kv * sched.kv_repeat // sched.head_degree)
                 step = sched.step_of(positions[buf], source)
                 f, b, sh = _buffer_step_times(table, buf, step, len(positions), r, heads, unit, shapes, self.pricings,
                                               sched.problem, cache)
-                cf[:, positions], cb[:, positions], shares[:, positions] = f, b, sh
+                cf[:, at], cb[:, at], shares[:, at] = f, b, sh
                 for k, p in enumerate(positions):
                     sched.totals[int(p) * sched.head_degree] = (int(sums[k]), int(count[k]), heads[0])
             del table, buf, source, unit, shapes
@@ -302,16 +310,13 @@ class _Pricer:
         a, b_ = np.divmod(pos, w)
         prev_in = a * w + (b_ - 1) % w
         prev_out = ((a - 1) % sched.windows) * w + b_
-        a2a = {phase: np.array([max(_op_ms(sched.comm(p * sched.head_degree + u), topo, phase, "all_to_all")
-                                    for u in range(sched.head_degree)) for p in range(r)])
-               for phase in ("fwd", "bwd")}
+        a2a, link = _position_comm(sched, topo)
         ops0 = sched.comm(0)
         before = {"fwd": _op_ms([op for op in ops0 if op.what in ("q", "k,v")], topo, "fwd", "all_to_all"),
                   "bwd": _op_ms([op for op in ops0 if op.what == "dout"], topo, "bwd", "all_to_all")}
         total0 = {phase: _op_ms(ops0, topo, phase, "all_to_all") for phase in ("fwd", "bwd")}
         frac = {phase: (before[phase] / total0[phase] if total0[phase] > 0 else 0.0) for phase in ("fwd", "bwd")}
-        links = {phase: (_ring_link_ms(sched, topo, phase, "inner"), _ring_link_ms(sched, topo, phase, "outer"))
-                 for phase in ("fwd", "bwd")}
+        links = {phase: (link[phase, "inner"], link[phase, "outer"]) for phase in ("fwd", "bwd")}
         zero = np.zeros(r)
         timelines = {}
         for phase, c, run in (("fwd", cf, _ring_forward), ("bwd", cb, _ring_backward)):  # every kernel at once
