@@ -232,22 +232,32 @@ def _position_comm(sched: RingSchedule,
                    topo: Topology) -> tuple[dict[str, np.ndarray], dict[tuple[str, str], np.ndarray]]:
     """Per position, the slowest rank of its head group: the exposed all-to-all time of each phase, and per (phase,
     ring) the time of one transfer step on its link to the next. In the backward, a block and its dK/dV sum travel
-    on the same link at the same time, so both take the time of their bytes together. Each rank's ops read once."""
+    on the same link at the same time, so both take the time of their bytes together. A rank's ops differ from
+    another's only by the ranks they name, and a price depends on those only through their nodes (how many nodes
+    its head group spans, whether each ring's next rank is on its node): one rank of each such class is priced."""
     r, h = sched.ring_size, sched.head_degree
-    a2a = {phase: np.zeros(r) for phase in ("fwd", "bwd")}
-    links = {(phase, ring): np.zeros(r) for phase in ("fwd", "bwd") for ring in ("inner", "outer")}
-    for position in range(r):
-        for u in range(h):
-            ops = sched.comm(position * h + u)
-            for phase in ("fwd", "bwd"):
-                exposed = _op_ms(ops, topo, phase, "all_to_all")
-                a2a[phase][position] = exposed if u == 0 else max(a2a[phase][position], exposed)
-                for ring in ("inner", "outer"):
-                    mine = [op for op in ops if op.phase == phase and op.ring == ring]
-                    if mine:
-                        total = sum(op.nbytes for op in mine)
-                        step = topo.op_ms(type(mine[0])(phase, "p2p", "", total, mine[0].ranks))
-                        links[phase, ring][position] = max(links[phase, ring][position], step)
+    node = np.array([topo.node(rank) for rank in range(sched.world)])
+    group = node.reshape(r, h)
+    spans = np.repeat(1 + (np.diff(np.sort(group, axis=1), axis=1) != 0).sum(axis=1), h)  # nodes of its head group
+    nexts = sched.next_ranks()
+    same = [node == node[nexts[ring]] if ring in nexts else np.zeros(sched.world, dtype=bool)
+            for ring in ("inner", "outer")]
+    keys = np.stack([spans, same[0], same[1]], axis=1).astype(np.int64)
+    classes, first, which = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    a2a_rank = {phase: np.zeros(len(classes)) for phase in ("fwd", "bwd")}
+    link_rank = {(phase, ring): np.zeros(len(classes)) for phase in ("fwd", "bwd") for ring in ("inner", "outer")}
+    for k, rep in enumerate(first):
+        ops = sched.comm(int(rep))
+        for phase in ("fwd", "bwd"):
+            a2a_rank[phase][k] = _op_ms(ops, topo, phase, "all_to_all")
+            for ring in ("inner", "outer"):
+                mine = [op for op in ops if op.phase == phase and op.ring == ring]
+                if mine:
+                    total = sum(op.nbytes for op in mine)
+                    link_rank[phase, ring][k] = topo.op_ms(type(mine[0])(phase, "p2p", "", total, mine[0].ranks))
+    which = which.reshape(-1)
+    a2a = {phase: v[which].reshape(r, h).max(axis=1) for phase, v in a2a_rank.items()}
+    links = {key: v[which].reshape(r, h).max(axis=1) for key, v in link_rank.items()}
     return a2a, links
 
 
