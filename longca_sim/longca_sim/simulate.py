@@ -179,14 +179,15 @@ def _buffer_step_times(table: CallTable, buf: np.ndarray, step: np.ndarray, nbuf
 
 
 def _ring_forward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, x_out, prev_in, prev_out):
-    """End time of every position; `c` (positions, steps) or (kernels, positions, steps) for several at once."""
+    """End time of every position; `c` (steps, positions) or (steps, kernels, positions) for several at once (steps
+    first: each step's times lie together in memory)."""
     s = start.copy()
     w = sched.window
     x_in, x_out = x_in[prev_in], x_out[prev_out]  # what reaches each position from its previous one
     for o in range(sched.windows):
         posted_outer = s.copy()
         for t in range(w):
-            e = s + c[..., o * w + t]
+            e = s + c[o * w + t]
             s = np.maximum(e, s[..., prev_in] + x_in) if t + 1 < w else e
         if o + 1 < sched.windows:
             s = np.maximum(s, posted_outer[..., prev_out] + x_out)
@@ -203,7 +204,7 @@ def _ring_backward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, 
         posted_outer = s.copy()
         sent: np.ndarray | None = None
         for t in range(w):
-            d = s + c[..., o * w + t]
+            d = s + c[o * w + t]
             if sent is not None:
                 d = np.maximum(d, sent[..., prev_in] + x_in)
             sent = d if w > 1 else None
@@ -331,9 +332,11 @@ class _Pricer:
         timelines = {}
         for phase, c, run in (("fwd", cf, _ring_forward), ("bwd", cb, _ring_backward)):  # every kernel at once
             x_in, x_out = links[phase]
-            end = _timeline(run, c, sched, x_in, x_out, prev_in, prev_out, a2a[phase], frac[phase])
+            by_step = np.ascontiguousarray(np.moveaxis(c, -1, 0))
+            end = _timeline(run, by_step, sched, x_in, x_out, prev_in, prev_out, a2a[phase], frac[phase])
             # the same steps with every transfer free: what is left of waiting is waiting for slower ranks
-            alone = _timeline(run, c, sched, zero, zero, prev_in, prev_out, zero, 0.0)
+            alone = _timeline(run, by_step, sched, zero, zero, prev_in, prev_out, zero, 0.0)
+            del by_step
             timelines[phase] = (end, c, alone)
         outs = []
         for i in range(n):
