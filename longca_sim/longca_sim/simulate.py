@@ -180,15 +180,21 @@ def _buffer_step_times(table: CallTable, buf: np.ndarray, step: np.ndarray, nbuf
 
 def _ring_forward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, x_out, prev_in, prev_out):
     """End time of every position; `c` (steps, positions) or (steps, kernels, positions) for several at once (steps
-    first: each step's times lie together in memory)."""
-    s = start.copy()
+    first: each step's times lie together in memory). The step loop writes into buffers it keeps (the same
+    arithmetic as new arrays, without allocating them)."""
+    s = np.broadcast_to(start, c.shape[1:]).copy()
     w = sched.window
     x_in, x_out = x_in[prev_in], x_out[prev_out]  # what reaches each position from its previous one
+    arrived = np.empty_like(s)
     for o in range(sched.windows):
         posted_outer = s.copy()
         for t in range(w):
-            e = s + c[o * w + t]
-            s = np.maximum(e, s[..., prev_in] + x_in) if t + 1 < w else e
+            if t + 1 < w:  # the next block arrives when the previous position had it, plus the transfer
+                np.take(s, prev_in, axis=-1, out=arrived)
+                arrived += x_in
+            s += c[o * w + t]
+            if t + 1 < w:
+                np.maximum(s, arrived, out=s)
         if o + 1 < sched.windows:
             s = np.maximum(s, posted_outer[..., prev_out] + x_out)
     return s
@@ -196,19 +202,29 @@ def _ring_forward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, x
 
 def _ring_backward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, x_out, prev_in, prev_out):
     """As the forward, plus each block's dK/dV sum sent after its step and waited for after the next."""
-    s = start.copy()
+    s = np.broadcast_to(start, c.shape[1:]).copy()
     w, windows = sched.window, sched.windows
     x_in, x_out = x_in[prev_in], x_out[prev_out]
     outer_sum: np.ndarray | None = None
+    arrived, summed = np.empty_like(s), np.empty_like(s)
+    done = (np.empty_like(s), np.empty_like(s))  # each step's end, in turn (the previous one is `sent`)
     for o in range(windows):
         posted_outer = s.copy()
         sent: np.ndarray | None = None
         for t in range(w):
-            d = s + c[o * w + t]
+            d = done[t % 2]
+            np.add(s, c[o * w + t], out=d)
             if sent is not None:
-                d = np.maximum(d, sent[..., prev_in] + x_in)
+                np.take(sent, prev_in, axis=-1, out=summed)
+                summed += x_in
+                np.maximum(d, summed, out=d)
             sent = d if w > 1 else None
-            s = np.maximum(d, s[..., prev_in] + x_in) if t + 1 < w else d
+            if t + 1 < w:
+                np.take(s, prev_in, axis=-1, out=arrived)
+                arrived += x_in
+                np.maximum(d, arrived, out=s)
+            else:
+                s[...] = d
         if sent is not None:
             s = np.maximum(s, sent[..., prev_in] + x_in)
         if outer_sum is not None:
