@@ -303,7 +303,10 @@ class _Pricer:
                or s.mask_slices is not first.mask_slices for s in scheds):
             raise LongcaError("rings(): the schedules must share the mask draw, ring size and layout")
         r, n = first.ring_size, len(self.pricings)
-        costs = [(np.zeros((n, r, r)), np.zeros((n, r, r)), np.zeros((n, r))) for _ in scheds]
+        # per schedule: forward and backward ms (steps, kernels, positions), steps first as the timelines read them;
+        # each position's sum over its steps (kernels, positions) forward and backward; the shares
+        costs = [(np.zeros((r, n, r)), np.zeros((r, n, r)), np.zeros((n, r)), np.zeros((n, r)), np.zeros((n, r)))
+                 for _ in scheds]
         runs = first.ring_layout.runs
         buffers = key_buffers(runs)
         for chunk in buffer_passes(first.mask_slices, runs, buffers, PASS_CANDIDATES):
@@ -316,20 +319,23 @@ class _Pricer:
             sums = np.diff(np.concatenate([[0], np.cumsum(table.area)])[np.concatenate([[0], np.cumsum(count)])])
             cache: dict = {}
             at = slice(chunk.start, chunk.stop)  # (a block of positions: copied whole)
-            for sched, (cf, cb, shares) in zip(scheds, costs, strict=True):
+            for sched, (cf, cb, sum_f, sum_b, shares) in zip(scheds, costs, strict=True):
                 heads = (sched.problem.heads_q // sched.head_degree,
                          sched.problem.heads_kv * sched.kv_repeat // sched.head_degree)
                 step = sched.step_of(positions[buf], source)
                 f, b, sh = _buffer_step_times(table, buf, step, len(positions), r, heads, unit, shapes, self.pricings,
                                               sched.problem, cache)
-                cf[:, at], cb[:, at], shares[:, at] = f, b, sh
+                cf[:, :, at], cb[:, :, at] = np.moveaxis(f, -1, 0), np.moveaxis(b, -1, 0)
+                sum_f[:, at], sum_b[:, at], shares[:, at] = f.sum(axis=2), b.sum(axis=2), sh
                 for k, p in enumerate(positions):
                     sched.totals[int(p) * sched.head_degree] = (int(sums[k]), int(count[k]), heads[0])
             del table, buf, source, unit, shapes
         return [self._ring_times(s, *c) for s, c in zip(scheds, costs, strict=True)]
 
-    def _ring_times(self, sched: RingSchedule, cf: np.ndarray, cb: np.ndarray,
+    def _ring_times(self, sched: RingSchedule, cf: np.ndarray, cb: np.ndarray, sum_f: np.ndarray, sum_b: np.ndarray,
                     shares: np.ndarray) -> list[dict[str, Any]]:
+        """Per kernel, each phase's (end, busy, end with free transfers) per rank: `cf`, `cb` (steps, kernels,
+        positions), `sum_f`, `sum_b` each position's busy time (kernels, positions)."""
         topo = self.pricings[0].topology
         r, n = sched.ring_size, len(self.pricings)
         w = sched.window
@@ -346,19 +352,17 @@ class _Pricer:
         links = {phase: (link[phase, "inner"], link[phase, "outer"]) for phase in ("fwd", "bwd")}
         zero = np.zeros(r)
         timelines = {}
-        for phase, c, run in (("fwd", cf, _ring_forward), ("bwd", cb, _ring_backward)):  # every kernel at once
-            x_in, x_out = links[phase]
-            by_step = np.ascontiguousarray(np.moveaxis(c, -1, 0))
-            end = _timeline(run, by_step, sched, x_in, x_out, prev_in, prev_out, a2a[phase], frac[phase])
+        for phase, c, busy, run in (("fwd", cf, sum_f, _ring_forward), ("bwd", cb, sum_b, _ring_backward)):
+            x_in, x_out = links[phase]  # (every kernel at once)
+            end = _timeline(run, c, sched, x_in, x_out, prev_in, prev_out, a2a[phase], frac[phase])
             # the same steps with every transfer free: what is left of waiting is waiting for slower ranks
-            alone = _timeline(run, by_step, sched, zero, zero, prev_in, prev_out, zero, 0.0)
-            del by_step
-            timelines[phase] = (end, c, alone)
+            alone = _timeline(run, c, sched, zero, zero, prev_in, prev_out, zero, 0.0)
+            timelines[phase] = (end, busy, alone)
         outs = []
         for i in range(n):
             out: dict[str, Any] = {}
-            for phase, (end, c, alone) in timelines.items():
-                out[phase] = tuple(np.repeat(x, sched.head_degree) for x in (end[i], c[i].sum(axis=1), alone[i]))
+            for phase, (end, busy, alone) in timelines.items():
+                out[phase] = tuple(np.repeat(x, sched.head_degree) for x in (end[i], busy[i], alone[i]))
             out["measured_share"] = float(np.mean(shares[i]))
             outs.append(out)
         return outs
