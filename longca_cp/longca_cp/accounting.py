@@ -61,9 +61,9 @@ def rank_totals(schedule: Schedule) -> RankTotals:
         area[ranks] = float(rep_area) * rep_heads / heads_q
         calls[ranks] = rep_calls
     fwd, bwd = np.zeros(world, dtype=np.int64), np.zeros(world, dtype=np.int64)
-    for rank in range(world):
-        for op in schedule.comm(rank):
-            (fwd if op.phase == "fwd" else bwd)[rank] += link_bytes(op) * op.count
+    for rep, same in schedule.comm_classes():  # (ranks whose transfers have the same sizes)
+        for op in schedule.comm(rep):
+            (fwd if op.phase == "fwd" else bwd)[same] += link_bytes(op) * op.count
     return RankTotals(area, calls, fwd, bwd)
 
 

@@ -272,6 +272,24 @@ class RingSchedule:
                             (((a - 1) % self.windows) * w + b) * u_deg + u)
         return out
 
+    def next_ranks(self) -> dict[str, np.ndarray]:
+        """Per ring ("inner", "outer"), every rank's next rank: `peers(rank)[ring][0]` for all ranks at once."""
+        rank = np.arange(self.world)
+        position, u = np.divmod(rank, self.head_degree)
+        w, u_deg = self.window, self.head_degree
+        a, b = np.divmod(position, w)
+        out = {}
+        if w > 1:
+            out["inner"] = (a * w + (b + 1) % w) * u_deg + u
+        if self.windows > 1:
+            out["outer"] = (((a + 1) % self.windows) * w + b) * u_deg + u
+        return out
+
+    def comm_classes(self) -> Iterator[tuple[int, np.ndarray]]:
+        """(representative rank, ranks): ranks whose `comm` lists are the same but for the ranks they name (the
+        same kinds, sizes, counts and group sizes): here every rank, so totals of bytes need one rank's list."""
+        yield 0, np.arange(self.world)
+
     def comm(self, rank: int) -> list[CommOp]:
         if self.memo is None:
             return self._comm(rank)
@@ -374,6 +392,10 @@ class GatherSchedule:
     def classes(self) -> Iterator[tuple[int, list[int]]]:
         for rank in range(self.world):
             yield rank, [rank]
+
+    def comm_classes(self) -> Iterator[tuple[int, np.ndarray]]:
+        """As `RingSchedule.comm_classes`: every rank's transfers have the same sizes."""
+        yield 0, np.arange(self.world)
 
     def comm(self, rank: int) -> list[CommOp]:
         p = self.problem

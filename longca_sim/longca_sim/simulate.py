@@ -179,15 +179,22 @@ def _buffer_step_times(table: CallTable, buf: np.ndarray, step: np.ndarray, nbuf
 
 
 def _ring_forward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, x_out, prev_in, prev_out):
-    """End time of every position; `c` (positions, steps) or (kernels, positions, steps) for several at once."""
-    s = start.copy()
+    """End time of every position; `c` (steps, positions) or (steps, kernels, positions) for several at once (steps
+    first: each step's times lie together in memory). The step loop writes into buffers it keeps (the same
+    arithmetic as new arrays, without allocating them)."""
+    s = np.broadcast_to(start, c.shape[1:]).copy()
     w = sched.window
     x_in, x_out = x_in[prev_in], x_out[prev_out]  # what reaches each position from its previous one
+    arrived = np.empty_like(s)
     for o in range(sched.windows):
         posted_outer = s.copy()
         for t in range(w):
-            e = s + c[..., o * w + t]
-            s = np.maximum(e, s[..., prev_in] + x_in) if t + 1 < w else e
+            if t + 1 < w:  # the next block arrives when the previous position had it, plus the transfer
+                np.take(s, prev_in, axis=-1, out=arrived)
+                arrived += x_in
+            s += c[o * w + t]
+            if t + 1 < w:
+                np.maximum(s, arrived, out=s)
         if o + 1 < sched.windows:
             s = np.maximum(s, posted_outer[..., prev_out] + x_out)
     return s
@@ -195,19 +202,29 @@ def _ring_forward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, x
 
 def _ring_backward(c: np.ndarray, start: np.ndarray, sched: RingSchedule, x_in, x_out, prev_in, prev_out):
     """As the forward, plus each block's dK/dV sum sent after its step and waited for after the next."""
-    s = start.copy()
+    s = np.broadcast_to(start, c.shape[1:]).copy()
     w, windows = sched.window, sched.windows
     x_in, x_out = x_in[prev_in], x_out[prev_out]
     outer_sum: np.ndarray | None = None
+    arrived, summed = np.empty_like(s), np.empty_like(s)
+    done = (np.empty_like(s), np.empty_like(s))  # each step's end, in turn (the previous one is `sent`)
     for o in range(windows):
         posted_outer = s.copy()
         sent: np.ndarray | None = None
         for t in range(w):
-            d = s + c[..., o * w + t]
+            d = done[t % 2]
+            np.add(s, c[o * w + t], out=d)
             if sent is not None:
-                d = np.maximum(d, sent[..., prev_in] + x_in)
+                np.take(sent, prev_in, axis=-1, out=summed)
+                summed += x_in
+                np.maximum(d, summed, out=d)
             sent = d if w > 1 else None
-            s = np.maximum(d, s[..., prev_in] + x_in) if t + 1 < w else d
+            if t + 1 < w:
+                np.take(s, prev_in, axis=-1, out=arrived)
+                arrived += x_in
+                np.maximum(d, arrived, out=s)
+            else:
+                s[...] = d
         if sent is not None:
             s = np.maximum(s, sent[..., prev_in] + x_in)
         if outer_sum is not None:
@@ -232,22 +249,32 @@ def _position_comm(sched: RingSchedule,
                    topo: Topology) -> tuple[dict[str, np.ndarray], dict[tuple[str, str], np.ndarray]]:
     """Per position, the slowest rank of its head group: the exposed all-to-all time of each phase, and per (phase,
     ring) the time of one transfer step on its link to the next. In the backward, a block and its dK/dV sum travel
-    on the same link at the same time, so both take the time of their bytes together. Each rank's ops read once."""
+    on the same link at the same time, so both take the time of their bytes together. A rank's ops differ from
+    another's only by the ranks they name, and a price depends on those only through their nodes (how many nodes
+    its head group spans, whether each ring's next rank is on its node): one rank of each such class is priced."""
     r, h = sched.ring_size, sched.head_degree
-    a2a = {phase: np.zeros(r) for phase in ("fwd", "bwd")}
-    links = {(phase, ring): np.zeros(r) for phase in ("fwd", "bwd") for ring in ("inner", "outer")}
-    for position in range(r):
-        for u in range(h):
-            ops = sched.comm(position * h + u)
-            for phase in ("fwd", "bwd"):
-                exposed = _op_ms(ops, topo, phase, "all_to_all")
-                a2a[phase][position] = exposed if u == 0 else max(a2a[phase][position], exposed)
-                for ring in ("inner", "outer"):
-                    mine = [op for op in ops if op.phase == phase and op.ring == ring]
-                    if mine:
-                        total = sum(op.nbytes for op in mine)
-                        step = topo.op_ms(type(mine[0])(phase, "p2p", "", total, mine[0].ranks))
-                        links[phase, ring][position] = max(links[phase, ring][position], step)
+    node = np.array([topo.node(rank) for rank in range(sched.world)])
+    group = node.reshape(r, h)
+    spans = np.repeat(1 + (np.diff(np.sort(group, axis=1), axis=1) != 0).sum(axis=1), h)  # nodes of its head group
+    nexts = sched.next_ranks()
+    same = [node == node[nexts[ring]] if ring in nexts else np.zeros(sched.world, dtype=bool)
+            for ring in ("inner", "outer")]
+    keys = np.stack([spans, same[0], same[1]], axis=1).astype(np.int64)
+    classes, first, which = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    a2a_rank = {phase: np.zeros(len(classes)) for phase in ("fwd", "bwd")}
+    link_rank = {(phase, ring): np.zeros(len(classes)) for phase in ("fwd", "bwd") for ring in ("inner", "outer")}
+    for k, rep in enumerate(first):
+        ops = sched.comm(int(rep))
+        for phase in ("fwd", "bwd"):
+            a2a_rank[phase][k] = _op_ms(ops, topo, phase, "all_to_all")
+            for ring in ("inner", "outer"):
+                mine = [op for op in ops if op.phase == phase and op.ring == ring]
+                if mine:
+                    total = sum(op.nbytes for op in mine)
+                    link_rank[phase, ring][k] = topo.op_ms(type(mine[0])(phase, "p2p", "", total, mine[0].ranks))
+    which = which.reshape(-1)
+    a2a = {phase: v[which].reshape(r, h).max(axis=1) for phase, v in a2a_rank.items()}
+    links = {key: v[which].reshape(r, h).max(axis=1) for key, v in link_rank.items()}
     return a2a, links
 
 
@@ -276,7 +303,10 @@ class _Pricer:
                or s.mask_slices is not first.mask_slices for s in scheds):
             raise LongcaError("rings(): the schedules must share the mask draw, ring size and layout")
         r, n = first.ring_size, len(self.pricings)
-        costs = [(np.zeros((n, r, r)), np.zeros((n, r, r)), np.zeros((n, r))) for _ in scheds]
+        # per schedule: forward and backward ms (steps, kernels, positions), steps first as the timelines read them;
+        # each position's sum over its steps (kernels, positions) forward and backward; the shares
+        costs = [(np.zeros((r, n, r)), np.zeros((r, n, r)), np.zeros((n, r)), np.zeros((n, r)), np.zeros((n, r)))
+                 for _ in scheds]
         runs = first.ring_layout.runs
         buffers = key_buffers(runs)
         for chunk in buffer_passes(first.mask_slices, runs, buffers, PASS_CANDIDATES):
@@ -289,20 +319,23 @@ class _Pricer:
             sums = np.diff(np.concatenate([[0], np.cumsum(table.area)])[np.concatenate([[0], np.cumsum(count)])])
             cache: dict = {}
             at = slice(chunk.start, chunk.stop)  # (a block of positions: copied whole)
-            for sched, (cf, cb, shares) in zip(scheds, costs, strict=True):
+            for sched, (cf, cb, sum_f, sum_b, shares) in zip(scheds, costs, strict=True):
                 heads = (sched.problem.heads_q // sched.head_degree,
                          sched.problem.heads_kv * sched.kv_repeat // sched.head_degree)
                 step = sched.step_of(positions[buf], source)
                 f, b, sh = _buffer_step_times(table, buf, step, len(positions), r, heads, unit, shapes, self.pricings,
                                               sched.problem, cache)
-                cf[:, at], cb[:, at], shares[:, at] = f, b, sh
+                cf[:, :, at], cb[:, :, at] = np.moveaxis(f, -1, 0), np.moveaxis(b, -1, 0)
+                sum_f[:, at], sum_b[:, at], shares[:, at] = f.sum(axis=2), b.sum(axis=2), sh
                 for k, p in enumerate(positions):
                     sched.totals[int(p) * sched.head_degree] = (int(sums[k]), int(count[k]), heads[0])
             del table, buf, source, unit, shapes
         return [self._ring_times(s, *c) for s, c in zip(scheds, costs, strict=True)]
 
-    def _ring_times(self, sched: RingSchedule, cf: np.ndarray, cb: np.ndarray,
+    def _ring_times(self, sched: RingSchedule, cf: np.ndarray, cb: np.ndarray, sum_f: np.ndarray, sum_b: np.ndarray,
                     shares: np.ndarray) -> list[dict[str, Any]]:
+        """Per kernel, each phase's (end, busy, end with free transfers) per rank: `cf`, `cb` (steps, kernels,
+        positions), `sum_f`, `sum_b` each position's busy time (kernels, positions)."""
         topo = self.pricings[0].topology
         r, n = sched.ring_size, len(self.pricings)
         w = sched.window
@@ -319,17 +352,17 @@ class _Pricer:
         links = {phase: (link[phase, "inner"], link[phase, "outer"]) for phase in ("fwd", "bwd")}
         zero = np.zeros(r)
         timelines = {}
-        for phase, c, run in (("fwd", cf, _ring_forward), ("bwd", cb, _ring_backward)):  # every kernel at once
-            x_in, x_out = links[phase]
+        for phase, c, busy, run in (("fwd", cf, sum_f, _ring_forward), ("bwd", cb, sum_b, _ring_backward)):
+            x_in, x_out = links[phase]  # (every kernel at once)
             end = _timeline(run, c, sched, x_in, x_out, prev_in, prev_out, a2a[phase], frac[phase])
             # the same steps with every transfer free: what is left of waiting is waiting for slower ranks
             alone = _timeline(run, c, sched, zero, zero, prev_in, prev_out, zero, 0.0)
-            timelines[phase] = (end, c, alone)
+            timelines[phase] = (end, busy, alone)
         outs = []
         for i in range(n):
             out: dict[str, Any] = {}
-            for phase, (end, c, alone) in timelines.items():
-                out[phase] = tuple(np.repeat(x, sched.head_degree) for x in (end[i], c[i].sum(axis=1), alone[i]))
+            for phase, (end, busy, alone) in timelines.items():
+                out[phase] = tuple(np.repeat(x, sched.head_degree) for x in (end[i], busy[i], alone[i]))
             out["measured_share"] = float(np.mean(shares[i]))
             outs.append(out)
         return outs

@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -180,3 +181,44 @@ def test_schedules_sharing_calls_price_as_alone():
             for phase in ("fwd", "bwd"):
                 assert b[phase]["ms_max"] == pytest.approx(a[phase]["ms_max"], rel=1e-12)
             assert b["balance"] == a["balance"]
+
+
+def _position_comm_rank_by_rank(sched, topo):
+    """The per-rank loop `simulate._position_comm` replaced: every rank's ops priced one by one."""
+    from longca_sim.simulate import _op_ms
+    r, h = sched.ring_size, sched.head_degree
+    a2a = {phase: np.zeros(r) for phase in ("fwd", "bwd")}
+    links = {(phase, ring): np.zeros(r) for phase in ("fwd", "bwd") for ring in ("inner", "outer")}
+    for position in range(r):
+        for u in range(h):
+            ops = sched.comm(position * h + u)
+            for phase in ("fwd", "bwd"):
+                exposed = _op_ms(ops, topo, phase, "all_to_all")
+                a2a[phase][position] = exposed if u == 0 else max(a2a[phase][position], exposed)
+                for ring in ("inner", "outer"):
+                    mine = [op for op in ops if op.phase == phase and op.ring == ring]
+                    if mine:
+                        step = topo.op_ms(CommOp(phase, "p2p", "", sum(op.nbytes for op in mine), mine[0].ranks))
+                        links[phase, ring][position] = max(links[phase, ring][position], step)
+    return a2a, links
+
+
+@pytest.mark.parametrize("world,head_degree,windows,per_node", [
+    (48, 1, 1, 8), (48, 2, 4, 8), (48, 4, 3, 8), (48, 3, 2, 4), (48, 6, 2, 4), (48, 16, 3, 6), (48, 48, 1, 8),
+    (64, 8, 2, 8), (64, 2, 8, 3)])
+def test_position_comm_prices_one_rank_per_class_exactly(world, head_degree, windows, per_node):
+
+    from longca_cp.schedule import RingSchedule
+    from longca_sim.simulate import _position_comm
+    from longca_sim.topology import preset
+    problem = Problem(kernel="reference", mask="causal", seqlen=world * 64, heads_q=48, heads_kv=48, head_dim=64,
+                      strategy="usp", world_size=world)
+    sched = RingSchedule(problem, build_mask(problem).slices, head_degree, windows, "zigzag")
+    for ring, nxt in sched.next_ranks().items():
+        assert [int(x) for x in nxt] == [sched.peers(rank)[ring][0] for rank in range(world)]
+    topo = preset("h200-sxm").override(gpus_per_node=per_node)
+    got, want = _position_comm(sched, topo), _position_comm_rank_by_rank(sched, topo)
+    for part in (0, 1):
+        assert got[part].keys() == want[part].keys()
+        for key in want[part]:
+            assert np.array_equal(got[part][key], want[part][key]), key
