@@ -30,16 +30,13 @@ def supports(problem) -> str | None:
     return None
 
 
-def _prepare(problem, mask, q, k, v):
-    from .runtime import prepare
+def _runtime(name: str):
+    """runtime.NAME, imported on the first call (TE is imported only when a case runs)."""
+    def call(*args):
+        from . import runtime
 
-    return prepare(problem, mask, q, k, v)
-
-
-def _run(prepared, q, k, v):
-    from .runtime import run
-
-    return run(prepared, q, k, v)
+        return getattr(runtime, name)(*args)
+    return call
 
 
 def cp_supports(problem, options) -> str | None:
@@ -47,21 +44,9 @@ def cp_supports(problem, options) -> str | None:
     if reason is None and (te_form(problem.mask) or ("",))[0] == "thd":
         return ("te-cp: document masks need TE's thd format, with every document padded to a multiple of 2W; "
                 "longca's tensors are unpadded and the padded dispatch (layout.thd_rank_tokens) is not wired yet")
-    if reason is None and available():
-        return f"unavailable: {available()}"
+    if reason is None and (missing := available()):
+        return f"unavailable: {missing}"
     return reason
-
-
-def _cp_prepare(problem, mask, inner, group, options):
-    from .runtime import cp_prepare
-
-    return cp_prepare(problem, mask, inner, group, options)
-
-
-def _cp_attention(q, k, v, plan):
-    from .runtime import cp_attention
-
-    return cp_attention(q, k, v, plan)
 
 
 @plugin.hookimpl
@@ -70,7 +55,8 @@ def longca_kernels():
         name="te", family="dense",
         description="TransformerEngine DotProductAttention (its own fused/flash backend choice): bshd with "
                     "attn_mask_type and window_size, thd with cu_seqlens for documents",
-        masks=tuple(TE_MASKS), prepare=_prepare, run=_run, dtypes=("bfloat16", "float16"), devices=("cuda",),
+        masks=tuple(TE_MASKS), prepare=_runtime("prepare"), run=_runtime("run"), dtypes=("bfloat16", "float16"),
+        devices=("cuda",),
         min_compute_capability=(8, 0), available=available, supports=supports,
         backend=lambda: "transformer_engine.pytorch.DotProductAttention", memory=plugin.linear_memory)]
 
@@ -81,6 +67,7 @@ def longca_cp_strategies():
         name="te-cp",
         description="TransformerEngine's context parallelism (cp_comm_type p2p, a2a, a2a+p2p, all_gather) "
                     "on DualChunkSwap (zigzag) shards",
-        masks=tuple(TE_MASKS), prepare=_cp_prepare, dispatch=plugin.dispatch, attention=_cp_attention,
+        masks=tuple(TE_MASKS), prepare=_runtime("cp_prepare"), dispatch=plugin.dispatch,
+        attention=_runtime("cp_attention"),
         undispatch=plugin.undispatch, supports=cp_supports, resolve_options=resolve, options=dict(OPTIONS),
         inner_kernels=("te",))]

@@ -34,28 +34,13 @@ def supports(problem, options) -> str | None:
     return f"unavailable: {reason}" if reason else refusal(problem, options)
 
 
-def _prepare(problem, mask, inner, group, options):
-    from .runtime import prepare
+def _runtime(name: str):
+    """runtime.NAME, imported on the first call (torch.distributed's CP pieces load only when a case runs)."""
+    def call(*args):
+        from . import runtime
 
-    return prepare(problem, mask, inner, group, options)
-
-
-def _dispatch(x, plan):
-    from .runtime import dispatch
-
-    return dispatch(x, plan)
-
-
-def _attention(q, k, v, plan):
-    from .runtime import attention
-
-    return attention(q, k, v, plan)
-
-
-def _undispatch(local, plan):
-    from .runtime import undispatch
-
-    return undispatch(local, plan)
+        return getattr(runtime, name)(*args)
+    return call
 
 
 @plugin.hookimpl
@@ -65,5 +50,6 @@ def longca_cp_strategies():
         description="PyTorch's context_parallel: ring attention over SDPA (--inner sdpa) or all-gather "
                     "FlexAttention CP (--inner flex), torch's head-tail load balancing",
         masks=(plugin.ANY_STATIC,),
-        prepare=_prepare, dispatch=_dispatch, attention=_attention, undispatch=_undispatch,
+        prepare=_runtime("prepare"), dispatch=_runtime("dispatch"), attention=_runtime("attention"),
+        undispatch=_runtime("undispatch"),
         supports=supports, resolve_options=resolve, options=dict(OPTIONS), inner_kernels=INNER)]
