@@ -367,8 +367,9 @@ def _quantize(x, fp8):
 def cudnn_fp8_direct(mask, q, k, v, dtype: str, deterministic: bool = False) -> Direct:
     """cudnn-frontend's FP8 SDPA written as its own FP8 samples do (sdpa_fp8 / sdpa_fp8_backward), dense,
     full or causal, with the same recipe as the plugin: per-tensor input scales made here (untimed),
-    probabilities scaled by the format's largest value, bfloat16 outputs, dO quantized in the backward,
-    dP's scale from one calibration backward with half headroom."""
+    probabilities scaled by the format's largest value, dO quantized in the backward, dP's scale from one
+    calibration backward with half headroom. Outputs are bfloat16 on Blackwell; on Hopper (where cuDNN builds
+    only FP8 outputs) O, dQ, dK, dV are FP8 with calibrated scales and dequantized to bfloat16 after the call."""
     import cudnn
 
     fp8 = getattr(torch, dtype)
@@ -377,7 +378,9 @@ def cudnn_fp8_direct(mask, q, k, v, dtype: str, deterministic: bool = False) -> 
     causal, scale, largest = mask.name == "causal", 1.0 / math.sqrt(d), torch.finfo(fp8).max
     handle = cudnn.create_handle()
     it = {torch.float8_e4m3fn: cudnn.data_type.FP8_E4M3, torch.float8_e5m2: cudnn.data_type.FP8_E5M2}[fp8]
-    ot = cudnn.data_type.BFLOAT16
+    hopper = torch.cuda.get_device_capability(q.device)[0] < 10
+    otorch = fp8 if hopper else torch.bfloat16
+    ot = it if hopper else cudnn.data_type.BFLOAT16
     f32 = cudnn.data_type.FLOAT
 
     def st(h, dim):
@@ -439,17 +442,17 @@ def cudnn_fp8_direct(mask, q, k, v, dtype: str, deterministic: bool = False) -> 
         cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
 
     def forward():
-        o = torch.empty(b, s, hq, dv, dtype=torch.bfloat16, device=q.device)
+        o = torch.empty(b, s, hq, dv, dtype=otorch, device=q.device)
         stats = torch.empty(b, hq, s, 1, dtype=torch.float32, device=q.device)
         amax = [torch.empty(1, 1, 1, 1, device=q.device) for _ in range(2)]
         stream()
         fg.execute({fq: q8, fk: k8, fv: v8, fo: o, fstats: stats, famax_s: amax[0], famax_o: amax[1],
                     **{fsc[n]: values[n] for n in fsc}}, fws, handle=handle)
-        return o, stats
+        return o, stats, amax[1]
 
     def backward(o, stats, do):
         do8, do_descale = _quantize(do, fp8)
-        dq, dk, dv = (torch.empty(x.shape, dtype=torch.bfloat16, device=x.device) for x in (q8, k8, v8))
+        dq, dk, dv = (torch.empty(x.shape, dtype=otorch, device=x.device) for x in (q8, k8, v8))
         amax = [torch.empty(1, 1, 1, 1, device=q.device) for _ in range(4)]
         stream()
         pack = {bt["q"]: q8, bt["k"]: k8, bt["v"]: v8, bt["o"]: o, bt["dO"]: do8.contiguous(), bt["stats"]: stats,
@@ -457,24 +460,37 @@ def cudnn_fp8_direct(mask, q, k, v, dtype: str, deterministic: bool = False) -> 
                 grads[0]: dq, grads[1]: dk, grads[2]: dv, amax_dq: amax[0], amax_dk: amax[1], amax_dv: amax[2],
                 amax_dp: amax[3]}
         bg.execute(pack, bws, handle=handle)
-        return dq, dk, dv, amax[3]
+        return dq, dk, dv, amax
 
-    if q.requires_grad:  # dP's scale from one calibration backward, as the plugin's prepare sets it
-        o, stats = forward()
-        amax = float(backward(o, stats, torch.randn_like(o))[3].item()) or 1.0
-        values.update(scale_dP=full(largest / amax * 0.5), descale_dP=full(amax / largest / 0.5))
+    def calibrate(name, amax):  # the scale that maps the calibration call's amax to half of the range
+        scale = largest / (float(amax.item()) or 1.0) * 0.5
+        values.update({f"scale_{name}": full(scale), f"descale_{name}": full(1 / scale)})
+
+    def bf16(x, name):
+        return (x.float() * values[f"descale_{name}"]).to(torch.bfloat16) if hopper else x
+
+    o, stats, amax_o = forward()
+    if hopper:
+        calibrate("o", amax_o)
+    if q.requires_grad:  # dP's (and on Hopper dQ/dK/dV's) scales from one calibration backward, as the plugin's
+        o, stats, _ = forward()
+        amaxes = backward(o, stats, torch.randn(o.shape, dtype=torch.bfloat16, device=o.device))[3]
+        for name, amax in zip(("dQ", "dK", "dV", "dP"), amaxes, strict=True):
+            if hopper or name == "dP":
+                calibrate(name, amax)
 
     class Attention(torch.autograd.Function):
         @staticmethod
         def forward(ctx, q, k, v):
-            o, stats = forward()
+            o, stats, _ = forward()
             ctx.save_for_backward(o, stats)
-            return o
+            return bf16(o, "o")
 
         @staticmethod
         def backward(ctx, do):
             o, stats = ctx.saved_tensors
-            return backward(o, stats, do)[:3]
+            dq, dk, dv, _ = backward(o, stats, do)
+            return bf16(dq, "dQ"), bf16(dk, "dK"), bf16(dv, "dV")
 
     return Attention.apply
 

@@ -3,11 +3,14 @@ graph each (full and causal), built in `prepare`.
 
 The recipe (docs/fp8.md): q, k, v are the problem's bfloat16 inputs quantized per tensor in
 `prepare` (`longca.plugin.quantize_fp8`, untimed); the softmax probabilities are quantized with the
-scale their bound gives (amax 1: scale = the format's largest value); the output and the
-gradients come back in bfloat16 (float16, cast to bfloat16, where this cuDNN builds no bfloat16
-output). The backward quantizes the output gradient per tensor in the timed call (as an FP8
-training step does) and dP with a scale from one calibration backward run in `prepare` (delayed
-scaling with one step of history, as TransformerEngine keeps it), halved for headroom.
+scale their bound gives (amax 1: scale = the format's largest value). What cuDNN writes depends on
+the GPU: on Blackwell the output and the gradients come back in bfloat16 (float16, cast, where this
+cuDNN builds no bfloat16 output); on Hopper cuDNN takes only FP8 outputs, so O, dQ, dK and dV are
+written in FP8 with their own scales and dequantized to bfloat16 inside the timed call (as
+cudnn-frontend's own benchmark runs Hopper: FP8 in, FP8 out). The backward quantizes the output
+gradient per tensor in the timed call (as an FP8 training step does). Every scale of a value with no
+bound (dP; on Hopper O, dQ, dK, dV too) comes from one calibration run in `prepare` (delayed scaling
+with one step of history, as TransformerEngine keeps it), halved for headroom.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from longca.plugin import quantize_fp8
 
 FP8_MASKS = ("full", "causal")  # one dense graph; documents and windows are not wired for FP8 here
 MIN_CUDNN = 91400  # sdpa_fp8 with bounds and fp16/bf16 outputs: cudnn-frontend's FP8 tests require cuDNN 9.14
-DP_HEADROOM = 0.5  # dP's scale is half of what the calibration call's amax allows
+HEADROOM = 0.5  # a calibrated scale maps the calibration call's amax to half of the FP8 range
 # the (Q/K, V) head dims cudnn-frontend's FP8 tests draw: 64..192 for Q/K, 64..128 for V
 FP8_HEAD_DIMS = ((64, 64), (128, 128), (192, 128))
 
@@ -38,25 +41,17 @@ def fp8_reason(problem) -> str | None:
 
     if cudnn.backend_version() < MIN_CUDNN:
         return f"cuDNN {cudnn.backend_version()}: FP8 attention needs cuDNN >= 9.14"
-    return _architecture_reason(problem)
+    return None
 
 
-def _architecture_reason(problem) -> str | None:
-    """This path asks for a bfloat16 output, which cuDNN's FP8 SDPA gives only on Blackwell.
-
-    Measured on an H200 (cuDNN 9.19, frontend 1.32): every sdpa_fp8 graph with a bf16 or fp16 output was
-    declined ("sdpa fp8 forward with HALF/BFLOAT16 output is only supported on Blackwell architecture with
-    cuDNN version 9.13.0 and newer"). Hopper needs an FP8 output with its own scale and amax, not wired here."""
-    if not problem.device.startswith("cuda"):
-        return None
+def output_types(device, fp8):
+    """The output dtypes to try, in order: bfloat16 (float16 where this cuDNN builds none) on Blackwell;
+    on Hopper the input's FP8 format, the only output cuDNN 9.19 builds there (measured on an H200:
+    "sdpa fp8 forward with HALF/BFLOAT16 output is only supported on Blackwell architecture")."""
     import torch
 
-    major, minor = torch.cuda.get_device_capability(torch.device(problem.device))
-    if major < 10:
-        return (f"cuDNN FP8 attention with a bfloat16 output runs on Blackwell (sm100+) only; this GPU is "
-                f"sm{major}{minor} (cuDNN declines it on Hopper; an FP8 output with its own scale, Hopper's recipe, "
-                "is not wired)")
-    return None
+    major, _ = torch.cuda.get_device_capability(device)
+    return (torch.bfloat16, torch.float16) if major >= 10 else (fp8,)
 
 
 def _packed(seqlen: int, heads: int, dim: int) -> list[int]:
@@ -75,9 +70,22 @@ class Fp8Graphs:
     workspace: Any
     handle: Any
     fp8: Any  # torch dtype of the inputs
-    out_dtype: Any  # torch dtype cuDNN writes (bfloat16, or float16 cast to bfloat16)
+    out_dtype: Any  # torch dtype cuDNN writes: bfloat16, float16 (cast to bfloat16) or, on Hopper, the FP8 format
     inputs: dict[str, Any] = field(default_factory=dict)  # q, k, v in FP8
     scales: dict[str, Any] = field(default_factory=dict)  # name -> (1, 1, 1, 1) float32 tensor
+    amax: dict[str, Any] = field(default_factory=dict)  # the last call's amax_* outputs
+
+    @property
+    def fp8_output(self) -> bool:
+        return self.out_dtype == self.fp8
+
+    def to_16bit(self, x, role: str, dtype):
+        """x as cuDNN wrote it, in `dtype`: an FP8 output times its descale (timed), a 16-bit one cast."""
+        if not self.fp8_output:
+            return x.to(dtype)
+        from longca.plugin import dequantize_fp8
+
+        return dequantize_fp8(x, self.scales[f"descale_{role}"], dtype)
 
 
 def _scalar(graph, cudnn, name: str):
@@ -165,34 +173,42 @@ def _execute(p: Fp8Graphs, graph, tensors, buffers: dict[str, Any]) -> None:
     graph.execute({tensors[role]: x for role, x in buffers.items()}, p.workspace, handle=p.handle)
 
 
+def _amax_buffers(dev, names) -> dict[str, Any]:
+    import torch
+
+    return {n: torch.empty(1, 1, 1, 1, dtype=torch.float32, device=dev) for n in names}
+
+
 def _forward(p: Fp8Graphs, shape):
+    """(o as cuDNN wrote it, stats); the amaxes of this call are kept in `p.amax`."""
     import torch
 
     b, s, hq, _, _, dv = shape
     dev = p.inputs["q"].device
     o = torch.empty(b, s, hq, dv, dtype=p.out_dtype, device=dev)
     stats = torch.empty(b, hq, s, 1, dtype=torch.float32, device=dev)
-    amax = {n: torch.empty(1, 1, 1, 1, dtype=torch.float32, device=dev) for n in ("amax_s", "amax_o")}
+    p.amax.update(_amax_buffers(dev, ("amax_s", "amax_o")))
     scales = {n: p.scales[n] for n in ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")}
-    _execute(p, p.forward, p.ft, dict(**p.inputs, o=o, stats=stats, **amax, **scales))
+    _execute(p, p.forward, p.ft, dict(**p.inputs, o=o, stats=stats, amax_s=p.amax["amax_s"],
+                                      amax_o=p.amax["amax_o"], **scales))
     return o, stats
 
 
 def _backward(p: Fp8Graphs, shape, o, stats, dout):
+    """(dq, dk, dv) as cuDNN wrote them; the amaxes of this call are kept in `p.amax`."""
     import torch
 
     do8, do_descale = quantize_fp8(dout, p.fp8)  # in the timed call: an FP8 step quantizes its gradient too
     dq, dk, dv = (torch.empty(x.shape, dtype=p.out_dtype, device=x.device) for x in
                   (p.inputs["q"], p.inputs["k"], p.inputs["v"]))
-    dev = o.device
-    amax = {n: torch.empty(1, 1, 1, 1, dtype=torch.float32, device=dev)
-            for n in ("amax_dQ", "amax_dK", "amax_dV", "amax_dP")}
+    names = ("amax_dQ", "amax_dK", "amax_dV", "amax_dP")
+    p.amax.update(_amax_buffers(o.device, names))
     scales = {n: p.scales[n] for n in ("descale_q", "descale_k", "descale_v", "descale_o", "descale_s", "descale_dP",
                                        "scale_s", "scale_dQ", "scale_dK", "scale_dV", "scale_dP")}
     _execute(p, p.backward, p.bt, dict(**p.inputs, o=o.contiguous(), dO=do8.contiguous(), stats=stats,
-                                       descale_dO=do_descale.view(1, 1, 1, 1), dQ=dq, dK=dk, dV=dv, **amax,
-                                       **scales))
-    return dq, dk, dv, amax["amax_dP"]
+                                       descale_dO=do_descale.view(1, 1, 1, 1), dQ=dq, dK=dk, dV=dv,
+                                       **{n: p.amax[n] for n in names}, **scales))
+    return dq, dk, dv
 
 
 @dataclass
@@ -202,10 +218,13 @@ class Fp8Prepared:
 
 
 def prepare(problem, mask, q, k, v, dout=None) -> Fp8Prepared:
-    """Quantize q, k, v (per tensor), build the forward (and backward) graph, and for a backward set dP's
-    scale from one calibration call on the seeded output gradient; nothing of this is timed."""
+    """Quantize q, k, v (per tensor), build the forward (and backward) graph, and set the scales of the
+    values with no bound from one calibration call (forward; backward on the seeded output gradient);
+    nothing of this is timed."""
     import cudnn
     import torch
+
+    from longca.plugin import seeded_dout
 
     from .graphs import handle_for
 
@@ -214,7 +233,8 @@ def prepare(problem, mask, q, k, v, dout=None) -> Fp8Prepared:
     causal, scale, handle = problem.mask == "causal", 1.0 / q.shape[-1] ** 0.5, handle_for(q.device)
     backward = problem.direction != "fwd"
     built = None
-    for out in (torch.bfloat16, torch.float16):  # bfloat16 first; float16 where this cuDNN has no bf16 output
+    candidates = output_types(q.device, fp8)
+    for out in candidates:
         try:
             fwd = build_forward(cudnn, handle, shape, fp8, out, causal, scale)
             bwd = build_backward(cudnn, handle, shape, fp8, out, causal, scale, problem.deterministic) \
@@ -222,32 +242,44 @@ def prepare(problem, mask, q, k, v, dout=None) -> Fp8Prepared:
             built = (out, fwd, bwd)
             break
         except Exception:  # noqa: BLE001 - cuDNN refuses the output type: the next one is tried
-            if out is torch.float16:
+            if out is candidates[-1]:
                 raise
     assert built is not None
     out, (fg, ft), (bg, bt) = built
     size = max(fg.get_workspace_size(), bg.get_workspace_size() if bg is not None else 0, 1)
     p = Fp8Graphs(fg, ft, bg, bt, torch.empty(size, dtype=torch.uint8, device=q.device), handle, fp8, out)
-    largest = torch.finfo(fp8).max
-
-    def scalar(x: float):
-        return torch.full((1, 1, 1, 1), float(x), dtype=torch.float32, device=q.device)
-
     for name, x in zip("qkv", (q, k, v), strict=True):
         p.inputs[name], descale = quantize_fp8(x, fp8)
         p.scales[f"descale_{name}"] = descale.view(1, 1, 1, 1)
-    # probabilities are at most 1: the largest FP8 value is their scale; outputs and gradients are 16-bit (scale 1)
-    p.scales.update(scale_s=scalar(largest), descale_s=scalar(1.0 / largest), scale_o=scalar(1.0),
-                    descale_o=scalar(1.0), scale_dQ=scalar(1.0), scale_dK=scalar(1.0), scale_dV=scalar(1.0),
-                    scale_dP=scalar(1.0), descale_dP=scalar(1.0))
+    largest = torch.finfo(fp8).max
+    _set_scale(p, "s", largest)  # probabilities are at most 1: the format's largest value is their scale
+    for name in ("o", "dQ", "dK", "dV", "dP"):
+        _set_scale(p, name, 1.0)  # 16-bit outputs take scale 1; FP8 ones and dP are calibrated next
+    calibrated = ("o", "dQ", "dK", "dV") if p.fp8_output else ()
+    o, stats = _forward(p, shape)
+    if "o" in calibrated:
+        _set_scale(p, "o", _delayed(p, "o", largest))
+        o, stats = _forward(p, shape)  # the backward reads O written with its own scale
     if backward:
-        from longca.plugin import seeded_dout
-
-        o, stats = _forward(p, shape)
-        *_, amax_dp = _backward(p, shape, o, stats, dout if dout is not None else seeded_dout(problem))
-        amax = float(amax_dp.item()) or 1.0
-        p.scales.update(scale_dP=scalar(largest / amax * DP_HEADROOM), descale_dP=scalar(amax / largest / DP_HEADROOM))
+        _backward(p, shape, o, stats, dout if dout is not None else seeded_dout(problem))
+        for name in ("dP", *calibrated[1:]):
+            _set_scale(p, name, _delayed(p, name, largest))
     return Fp8Prepared(p, shape)
+
+
+def _delayed(p: Fp8Graphs, name: str, largest: float) -> float:
+    """The scale that maps the calibration call's amax of `name` to HEADROOM of the format's range."""
+    amax = float(p.amax[f"amax_{name}"].item()) or 1.0
+    return largest / amax * HEADROOM
+
+
+def _set_scale(p: Fp8Graphs, name: str, scale: float) -> None:
+    """scale_<name> and descale_<name> = 1 / scale, (1, 1, 1, 1) float32 tensors on the GPU."""
+    import torch
+
+    dev = p.workspace.device
+    p.scales[f"scale_{name}"] = torch.full((1, 1, 1, 1), scale, dtype=torch.float32, device=dev)
+    p.scales[f"descale_{name}"] = torch.full((1, 1, 1, 1), 1.0 / scale, dtype=torch.float32, device=dev)
 
 
 def run(prepared: Fp8Prepared, q, k, v):
@@ -264,15 +296,15 @@ def _function():
             o, stats = _forward(prepared.graphs, prepared.shape)
             ctx.prepared = prepared
             ctx.save_for_backward(o, stats)
-            return o.to(q.dtype)
+            return prepared.graphs.to_16bit(o, "o", q.dtype)
 
         @staticmethod
         def backward(ctx, dout):
             o, stats = ctx.saved_tensors
             p = ctx.prepared
-            dq, dk, dv, _ = _backward(p.graphs, p.shape, o, stats, dout)
-            dtype = dout.dtype
-            return dq.to(dtype), dk.to(dtype), dv.to(dtype), None
+            dq, dk, dv = _backward(p.graphs, p.shape, o, stats, dout)
+            g, dtype = p.graphs, dout.dtype
+            return g.to_16bit(dq, "dQ", dtype), g.to_16bit(dk, "dK", dtype), g.to_16bit(dv, "dV", dtype), None
 
     return Fp8Attention
 

@@ -132,16 +132,33 @@ def test_without_the_frontend_document_and_multi_call_masks_are_refused(monkeypa
     assert hooks.supports(Problem(kernel="cudnn", mask="causal_document", seqlen=2048)) is None
 
 
-def test_fp8_with_a_bf16_output_is_refused_before_blackwell(monkeypatch):
-    """cuDNN declined every bf16-output sdpa_fp8 graph on the H200 (sm90): refused there, asked on sm100."""
+def test_fp8_output_type_follows_the_architecture(monkeypatch):
+    """cuDNN declined every bf16-output sdpa_fp8 graph on the H200 (sm90): Hopper gets FP8 outputs (then
+    dequantized), Blackwell bfloat16 first."""
     import torch
 
-    from longca.plugin import Problem
     from longca_plugin_cudnn import fp8
 
-    problem = Problem(kernel="cudnn", mask="causal", seqlen=1024, dtype="fp8", device="cuda")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
-    assert "Blackwell" in fp8._architecture_reason(problem)
+    assert fp8.output_types("cuda:0", torch.float8_e4m3fn) == (torch.float8_e4m3fn,)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (10, 0))
-    assert fp8._architecture_reason(problem) is None
-    assert fp8._architecture_reason(problem.with_(device="cpu")) is None
+    assert fp8.output_types("cuda:0", torch.float8_e4m3fn) == (torch.bfloat16, torch.float16)
+
+
+def test_fp8_dequantizes_only_fp8_outputs():
+    """What `run` returns is bfloat16 either way: an FP8 output times its descale, a 16-bit one cast."""
+    import torch
+
+    from longca.plugin import quantize_fp8
+    from longca_plugin_cudnn import fp8
+
+    x = torch.randn(4, 8, 2, 16, dtype=torch.bfloat16)
+    x8, descale = quantize_fp8(x, "float8_e4m3fn")
+    graphs = fp8.Fp8Graphs(None, {}, None, {}, torch.empty(1), None, torch.float8_e4m3fn, torch.float8_e4m3fn)
+    graphs.scales["descale_o"] = descale.view(1, 1, 1, 1)
+    back = graphs.to_16bit(x8, "o", torch.bfloat16)
+    assert back.dtype == torch.bfloat16 and graphs.fp8_output
+    rel = ((back.float() - x.float()).norm() / x.float().norm()).item()
+    assert 0.001 < rel < 0.06  # FP8 rounding, not a lost scale (which would be off by orders of magnitude)
+    plain = fp8.Fp8Graphs(None, {}, None, {}, torch.empty(1), None, torch.float8_e4m3fn, torch.float16)
+    assert not plain.fp8_output and plain.to_16bit(x.half(), "o", torch.bfloat16).equal(x.half().bfloat16())
