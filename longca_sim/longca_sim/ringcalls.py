@@ -54,7 +54,7 @@ class FeaturedCalls:
 def from_table(table: CallTable, buf: np.ndarray, source: np.ndarray) -> FeaturedCalls:
     """The calls of an exact table (`calls.buffers_table`)."""
     return FeaturedCalls(buf, source, table.qi, table.q0, table.q1, table.k0, table.k1, table.area,
-                     table_features(table, 1), call_shapes(table))
+                         table_features(table, 1), call_shapes(table))
 
 
 # the five sets of slices a document of piece length p adds to a call (query position q, source k), as
