@@ -84,20 +84,26 @@ def slice_tokens(slices: np.ndarray) -> np.ndarray:
     return ((s[:, 1] - s[:, 0]) + (s[:, 3] - s[:, 2])).astype(float)
 
 
+def slice_feature_rows(slices: np.ndarray) -> np.ndarray:
+    """(slices, FEATURES[1:]) of each slice on one head: row blocks, work (no floor), one segment, diagonal row
+    blocks, tokens (query plus key rows) and the work short of each floor (FLOORS). Whole numbers: sums of them
+    are exact in any order."""
+    nq, base, diagonal, floors = _slice_work(slices)
+    tokens = slice_tokens(slices)
+    per_slice = np.empty((len(nq), len(FEATURES) - 1))
+    for col, value in enumerate((nq, base, np.ones(len(nq)), diagonal, tokens)):
+        per_slice[:, col] = value
+    per_slice[:, 5:] = floors
+    return per_slice
+
+
 def table_features(table: CallTable, heads: int) -> np.ndarray:
     """(calls, FEATURES): launches, head row blocks, head work (no floor), head segments, head diagonal row
     blocks, head tokens (query plus key rows of each slice), and the head work short of each floor (FLOORS)
     of every call of a table."""
     if not len(table):
         return np.zeros((0, len(FEATURES)))
-    nq, base, diagonal, floors = _slice_work(table.slices)
-    tokens = slice_tokens(table.slices)
-    first = table.start[:-1]
-    per_slice = np.empty((len(nq), len(FEATURES) - 1))
-    for col, value in enumerate((nq, base, np.ones(len(nq)), diagonal, tokens)):
-        per_slice[:, col] = value
-    per_slice[:, 5:] = floors
-    summed = np.add.reduceat(per_slice, first, axis=0) * heads
+    summed = np.add.reduceat(slice_feature_rows(table.slices), table.start[:-1], axis=0) * heads
     return np.column_stack([np.ones(len(table)), summed])
 
 

@@ -30,11 +30,12 @@ from longca.problem import Problem, build_mask
 from longca.results import ResultRow, new_row
 from longca.timing import L2_FLUSH_BYTES
 from longca_cp.accounting import balance_of, median_balance, rank_totals, schedule_of
-from longca_cp.calls import CallTable, buffer_passes, buffers_table, key_buffers
+from longca_cp.calls import buffer_passes, buffers_table, key_buffers
 from longca_cp.schedule import ELEMENT_BYTES, GatherSchedule, RankCalls, RingSchedule, Schedule, merged_calls
 
 from .baselines import PublishedBaselines
 from .costmodel import DECLARED_SPEEDS, KernelFit, call_shapes, declared_fit, kernel_fit, table_features, tflops
+from .ringcalls import FeaturedCalls, from_table, ring_passes
 from .topology import Topology
 
 # the float32 lse merge of one call (`merge.merge_`), per output element, as the bytes whose time at the
@@ -130,19 +131,19 @@ def _kernel_prices(feats: np.ndarray, shapes: np.ndarray, bounds: np.ndarray,
     return kernel_f, kernel_b, share
 
 
-def _buffer_step_times(table: CallTable, buf: np.ndarray, step: np.ndarray, nbuf: int, nsteps: int,
-                       heads: tuple[int, int], unit: np.ndarray, shapes: np.ndarray, pricings: list[Pricing],
-                       problem: Problem, cache: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`_step_times` of the calls of many ranks at once (call i made by rank `buf[i]`, calls grouped by rank),
+def _buffer_step_times(t: FeaturedCalls, step: np.ndarray, nbuf: int, nsteps: int, heads: tuple[int, int],
+                       pricings: list[Pricing], problem: Problem,
+                       cache: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_step_times` of the calls of many ranks at once (call i made by rank `t.buf[i]`, calls grouped by rank),
     for every pricing: (forward ms (pricings, ranks, steps), backward ms, share (pricings, ranks)). Call for call
     and sum for sum the same arithmetic as `_step_times` of each rank's own calls, so the same numbers.
-    `unit`: `table_features(table, 1)`, `shapes`: `call_shapes(table)`; `heads`: (query, KV) heads of a rank.
-    `cache`: a dict kept for one table: its kernel prices per query heads, shared by schedules of other windows."""
+    `heads`: (query, KV) heads of a rank. `cache`: a dict kept for one pass of calls: its kernel prices per query
+    heads, shared by schedules of other windows."""
     heads_q, heads_kv = heads
     n = len(pricings)
-    feats = unit * heads_q
-    feats[:, 0] = unit[:, 0]
-    t = table
+    buf = t.buf
+    feats = t.unit * heads_q
+    feats[:, 0] = t.unit[:, 0]
     rows = (t.q1 - t.q0).astype(float)
     keys = (t.k1 - t.k0).astype(float)
     elem = problem.batch * problem.head_dim
@@ -160,7 +161,7 @@ def _buffer_step_times(table: CallTable, buf: np.ndarray, step: np.ndarray, nbuf
     cache = {} if cache is None else cache
     for i, pricing in enumerate(pricings):
         if (heads_q, i) not in cache:
-            cache[heads_q, i] = _kernel_prices(feats, shapes, bounds, pricing)
+            cache[heads_q, i] = _kernel_prices(feats, t.shapes, bounds, pricing)
         kernel_f, kernel_b, share[i] = cache[heads_q, i]
         hbm = pricing.topology.hbm_gbs * 1e6  # bytes per ms
         per_row = np.where(first, CAST_BYTES, pricing.merge_bytes)
@@ -307,29 +308,23 @@ class _Pricer:
         # each position's sum over its steps (kernels, positions) forward and backward; the shares
         costs = [(np.zeros((r, n, r)), np.zeros((r, n, r)), np.zeros((n, r)), np.zeros((n, r)), np.zeros((n, r)))
                  for _ in scheds]
-        runs = first.ring_layout.runs
-        buffers = key_buffers(runs)
-        for chunk in buffer_passes(first.mask_slices, runs, buffers, PASS_CANDIDATES):
-            positions = np.arange(chunk.start, chunk.stop)
-            table, buf, source = buffers_table(first.mask_slices, [runs[p] for p in positions], runs, buffers,
-                                               merged_calls(first.layout_kind))
-            unit = table_features(table, 1)  # linear in the heads but for the launch column
-            shapes = call_shapes(table)
-            count = np.bincount(buf, minlength=len(positions))  # calls per position
-            sums = np.diff(np.concatenate([[0], np.cumsum(table.area)])[np.concatenate([[0], np.cumsum(count)])])
+        for positions, calls in ring_passes(first.mask_slices, first.layout_kind, first.problem.seqlen,
+                                            first.ring_layout.runs, PASS_CANDIDATES):
+            count = np.bincount(calls.buf, minlength=len(positions))  # calls per position
+            sums = np.diff(np.concatenate([[0], np.cumsum(calls.area)])[np.concatenate([[0], np.cumsum(count)])])
             cache: dict = {}
-            at = slice(chunk.start, chunk.stop)  # (a block of positions: copied whole)
+            at = slice(int(positions[0]), int(positions[-1]) + 1)  # (a block of positions: copied whole)
             for sched, (cf, cb, sum_f, sum_b, shares) in zip(scheds, costs, strict=True):
                 heads = (sched.problem.heads_q // sched.head_degree,
                          sched.problem.heads_kv * sched.kv_repeat // sched.head_degree)
-                step = sched.step_of(positions[buf], source)
-                f, b, sh = _buffer_step_times(table, buf, step, len(positions), r, heads, unit, shapes, self.pricings,
-                                              sched.problem, cache)
+                step = sched.step_of(positions[calls.buf], calls.source)
+                f, b, sh = _buffer_step_times(calls, step, len(positions), r, heads, self.pricings, sched.problem,
+                                              cache)
                 cf[:, :, at], cb[:, :, at] = np.moveaxis(f, -1, 0), np.moveaxis(b, -1, 0)
                 sum_f[:, at], sum_b[:, at], shares[:, at] = f.sum(axis=2), b.sum(axis=2), sh
                 for k, p in enumerate(positions):
                     sched.totals[int(p) * sched.head_degree] = (int(sums[k]), int(count[k]), heads[0])
-            del table, buf, source, unit, shapes
+            del calls
         return [self._ring_times(s, *c) for s, c in zip(scheds, costs, strict=True)]
 
     def _ring_times(self, sched: RingSchedule, cf: np.ndarray, cb: np.ndarray, sum_f: np.ndarray, sum_b: np.ndarray,
@@ -376,11 +371,11 @@ class _Pricer:
         buffers = key_buffers(whole)
         for chunk in buffer_passes(sched.mask_slices, runs, buffers, PASS_CANDIDATES):
             ranks = np.arange(chunk.start, chunk.stop)
-            table, buf, _ = buffers_table(sched.mask_slices, [runs[k] for k in ranks], whole, buffers,
-                                          merged_calls(sched.layout_kind))
-            f, b, shares[:, ranks] = _buffer_step_times(table, buf, np.zeros(len(table), dtype=np.int64), len(ranks), 1,
-                                                        (problem.heads_q, problem.heads_kv), table_features(table, 1),
-                                                        call_shapes(table), self.pricings, problem)
+            table, buf, source = buffers_table(sched.mask_slices, [runs[k] for k in ranks], whole, buffers,
+                                               merged_calls(sched.layout_kind))
+            calls = from_table(table, buf, source)
+            f, b, shares[:, ranks] = _buffer_step_times(calls, np.zeros(len(table), dtype=np.int64), len(ranks), 1,
+                                                        (problem.heads_q, problem.heads_kv), self.pricings, problem)
             cf[:, ranks], cb[:, ranks] = f.sum(axis=2), b.sum(axis=2)
             for i, pricing in enumerate(self.pricings):  # the published baselines' calls (`baselines`)
                 if pricing.baseline is not None:
