@@ -41,7 +41,22 @@ def fp8_reason(problem) -> str | None:
 
     if cudnn.backend_version() < MIN_CUDNN:
         return f"cuDNN {cudnn.backend_version()}: FP8 attention needs cuDNN >= 9.14"
-    return None
+    return _hopper_backward_reason(problem)
+
+
+def _hopper_backward_reason(problem) -> str | None:
+    """cuDNN's FP8 backward on Hopper takes head dim 128 only (measured on an H200, cuDNN 9.19: "hidden_dim
+    shoud be equal to 128"; the Blackwell engines that take others require sm100-103)."""
+    if problem.direction == "fwd" or (problem.head_dim, problem.dv) == (128, 128) or \
+            not problem.device.startswith("cuda"):
+        return None
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(torch.device(problem.device))
+    if major >= 10:
+        return None
+    return (f"cuDNN's FP8 backward on sm{major}{minor} takes head dim 128 only (cuDNN declines "
+            f"{problem.head_dims_label} there; its other FP8 backward engines need sm100-103)")
 
 
 def output_types(device, fp8):

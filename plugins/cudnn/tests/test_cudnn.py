@@ -162,3 +162,20 @@ def test_fp8_dequantizes_only_fp8_outputs():
     assert 0.001 < rel < 0.06  # FP8 rounding, not a lost scale (which would be off by orders of magnitude)
     plain = fp8.Fp8Graphs(None, {}, None, {}, torch.empty(1), None, torch.float8_e4m3fn, torch.float16)
     assert not plain.fp8_output and plain.to_16bit(x.half(), "o", torch.bfloat16).equal(x.half().bfloat16())
+
+
+def test_fp8_backward_on_hopper_takes_head_dim_128_only(monkeypatch):
+    """cuDNN 9.19 declined the FP8 backward graphs of head dims 64 and 192/128 on the H200."""
+    import torch
+
+    from longca.plugin import Problem
+    from longca_plugin_cudnn import fp8
+
+    problem = Problem(kernel="cudnn", mask="causal", seqlen=1024, dtype="fp8", device="cuda", direction="bwd",
+                      head_dim=64)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    assert "head dim 128 only" in fp8._hopper_backward_reason(problem)
+    assert fp8._hopper_backward_reason(problem.with_(head_dim=128)) is None
+    assert fp8._hopper_backward_reason(problem.with_(direction="fwd")) is None
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (10, 0))
+    assert fp8._hopper_backward_reason(problem) is None

@@ -30,6 +30,10 @@ def _problem(**kw) -> Problem:
 @pytest.mark.parametrize("dims", ((128, None), (64, None), (192, 128)))
 def test_fp8_matches_reference_within_the_fp8_tolerance(mask, direction, dims):
     problem = _problem(mask=mask, direction=direction, head_dim=dims[0], head_dim_v=dims[1])
+    hopper_refusal = fp8._hopper_backward_reason(problem)
+    if hopper_refusal:  # measured: cuDNN 9.19 declines these graphs on the H200
+        assert "head dim 128 only" in hooks.supports(problem)
+        return
     row = run_problem(problem, RunOptions(warmup=1, repeat=2, samples=1, check=True))
     assert row["status"] == "ok", (row["status"], row["reason"], row.get("rel_err_detail"))
     assert row["rel_err"] < tolerance_for(problem)
