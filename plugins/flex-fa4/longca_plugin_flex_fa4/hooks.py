@@ -73,6 +73,15 @@ def supports(problem) -> str | None:
         _validate_head_dims(problem.head_dim, problem.dv, major, alignment)
     except AssertionError as exc:
         return f"flash-attn-4: {exc}"
+    return _sm90_backward_reason(problem, major)
+
+
+def _sm90_backward_reason(problem, major: int) -> str | None:
+    """Measured on an H200 (flash-attn-4 4.0.0b36): its SM90 backward at head dim 192 tiles keys by 96 and
+    rejects the 128-wide block mask this plugin builds ("Block sparsity expects sparse_block_size[1]=96")."""
+    if major == 9 and problem.head_dim == 192 and problem.direction != "fwd":
+        return ("flash-attn-4's SM90 backward at head dim 192 tiles keys by 96 and rejects a block mask of "
+                "128-token blocks (\"Block sparsity expects sparse_block_size[1]=96\"); the forward runs")
     return None
 
 

@@ -50,3 +50,15 @@ def test_torch_reason_without_flash_attn_4_says_so_in_any_torch(monkeypatch, has
         assert reason == "torch says: install flash-attn-4"
     else:
         assert "flash-attn-4" in reason and "not importable" in reason and "AttributeError" not in reason
+
+
+def test_sm90_backward_at_head_dim_192_is_refused_with_the_measured_reason():
+    """flash-attn-4's SM90 backward at head dim 192 rejected the plugin's 128-wide block mask on the H200."""
+    from longca.plugin import Problem
+    from longca_plugin_flex_fa4 import hooks
+
+    problem = Problem(kernel="flex-fa4", mask="causal", seqlen=8192, head_dim=192, head_dim_v=128, direction="bwd")
+    assert "sparse_block_size[1]=96" in hooks._sm90_backward_reason(problem, 9)
+    assert hooks._sm90_backward_reason(problem.with_(direction="fwd"), 9) is None
+    assert hooks._sm90_backward_reason(problem, 10) is None
+    assert hooks._sm90_backward_reason(problem.with_(head_dim=128, head_dim_v=None), 9) is None
