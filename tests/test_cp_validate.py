@@ -28,6 +28,13 @@ def test_quick_validation_writes_its_tables(tmp_path):
     assert all(v["simulated"][1] <= p["simulated"][1] + 1e-9 for p, v in zip(plain["trends"], variant["trends"],
                                                                                strict=True))
     assert "baseline-variant:begin" in proc.stdout
+    # every measured row of Ulysses' inner call at the published shapes priced, over its own draws
+    rows = [json.loads(line) for line in (SCRIPT.parents[1] / "results/h200/ulysses-shapes/results.jsonl")
+            .read_text().splitlines() if line.strip()]
+    shapes = summary["kernel_shapes"]
+    assert len(shapes) == sum(r["status"] == "ok" for r in rows) > 0
+    assert all(c["world"] * int(c["heads"].split(":")[0]) == 64 and c["simulated"] > 0 for c in shapes)
+    assert "kernel-shapes:begin" in proc.stdout
 
 
 def _script():

@@ -2,10 +2,11 @@
 
     python docs/scripts/cp_fit.py [--segments DIR] [RESULTS ...]
 
-With `--segments`, kernels the short-segment benchmark did not measure take a measured kernel's rows as
-a declared proxy (`SEGMENT_PROXY`): fa3 (the FA3-class kernel of the published H100 runs; not built on the
-benchmark's machine) takes fa4's rows, fa4 and fa3 costing the same per tile on the H200 dense sweep
-(within 2 %, both directions). The fit file records the proxy.
+With `--segments`, a kernel the short-segment benchmark did not measure takes a measured kernel's rows as
+a declared proxy (`SEGMENT_PROXY`): fa3 (the FA3-class kernel of the published H100 runs) would take fa4's,
+fa4 and fa3 costing the same per tile on the H200 dense sweep (within 2 %, both directions). The fit file
+records any proxy (`segment_proxies`); today none applies: fa3's own short-segment rows were measured on
+the H200 (docs/results/h200/varlen-segments).
 
 The inner kernels from the H200 dense sweep (one-GPU rows) and, with `--segments DIR`, the rows of
 `benchmarks/varlen_segments.py` (one-GPU short-segment calls; the lead's H200 run goes to

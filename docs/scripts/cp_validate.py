@@ -10,14 +10,16 @@ The protocol (what is fitted on what):
 - CP-specific constants (the per-call overhead of a CP step): only full and causal CP rows of
   longca's own two-GPU runs; each of those rows is predicted with the constant fitted on the others;
 - test data, never fitted on: every document CP row, every fa2-alone row, every world-size-1 row,
-  every published cell (docs/cp-simulator/anchors-*.md, each file naming its setting on its first line)
-  and the published one-GPU kernel figures of the kernel check (docs/cp-simulator/kernel-h100.md).
+  every published cell (docs/cp-simulator/anchors-*.md, each file naming its setting on its first line),
+  the published one-GPU kernel figures of the kernel check (docs/cp-simulator/kernel-h100.md) and the
+  H200 rows of Ulysses' inner call at the published shapes (docs/results/h200/ulysses-shapes).
 
 Writes docs/cp-simulator/validation-own.md, validation-published-NAME.md, validation-summary.md,
 validation.json and longca_sim/longca_sim/data/validation_bands.json (the out-of-sample error per regime
 that `longca recommend` reports); exits 1 when a generated block of docs/cp-simulator.md (the summary, the
-goals, the kernel fit) differs from what it computes (`--write-doc` rewrites them), or when the prose of its
-validation section or changelog holds a percentage or an `N of M` count that no generated block prints.
+goals, the kernel fit, the kernel checks, the tables) differs from what it computes (`--write-doc` rewrites
+them), or when the prose of its validation section or changelog holds a percentage or an `N of M` count
+that no generated block prints.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from longca.problem import build_mask
+from longca.problem import Problem, build_mask
 from longca_cp.accounting import schedule_of
 from longca_sim.baselines import PublishedBaselines
 from longca_sim.calibrate import OVERHEAD_MASKS, call_overhead_misses, fit_call_overhead, row_problem, simulate_row
@@ -45,6 +47,7 @@ DOCS = ROOT / "docs" / "cp-simulator"
 DOC = ROOT / "docs" / "cp-simulator.md"
 BANDS = ROOT / "longca_sim" / "longca_sim" / "data" / "validation_bands.json"
 OWN = [ROOT / "docs/context-parallel/h200-overhead-fa2.jsonl", ROOT / "docs/results/h200x2/cp/results.jsonl"]
+SHAPES = ROOT / "docs/results/h200/ulysses-shapes"  # one-GPU rows of Ulysses' inner call at the published shapes
 STRATEGY = {"Ulysses": ["ulysses"], "Ring-AllGather": ["ring-allgather"], "USP": ["usp"], "LoongTrain": ["loongtrain"],
             "USP / LoongTrain": ["usp", "loongtrain"], "Ring-P2P": ["ring-p2p"]}
 WORLDS = (8, 16, 32, 64)
@@ -54,6 +57,7 @@ BEGIN, END = "<!-- validation-summary:begin -->", "<!-- validation-summary:end -
 FIT_BEGIN, FIT_END = "<!-- kernel-fit:begin -->", "<!-- kernel-fit:end -->"
 GOALS_BEGIN, GOALS_END = "<!-- validation-goals:begin -->", "<!-- validation-goals:end -->"
 KERNEL_BEGIN, KERNEL_END = "<!-- kernel-check:begin -->", "<!-- kernel-check:end -->"
+SHAPES_BEGIN, SHAPES_END = "<!-- kernel-shapes:begin -->", "<!-- kernel-shapes:end -->"
 TABLES_BEGIN, TABLES_END = "<!-- validation-tables:begin -->", "<!-- validation-tables:end -->"
 VARIANT_BEGIN, VARIANT_END = "<!-- baseline-variant:begin -->", "<!-- baseline-variant:end -->"
 # sections of docs/cp-simulator.md whose prose may hold no validation figure the script does not print
@@ -67,6 +71,21 @@ def pct(a: float, b: float) -> float:
 
 def med(values) -> float:
     return float(np.median(values)) if len(values) else float("nan")
+
+
+def draw_price(fit, problem: Problem, sample: int) -> tuple[float, float]:
+    """The kernel fit's ms for one call over the whole of mask draw `sample` of `problem`, and that draw's
+    FLOPs (4 x area x heads x head dim, 2.5x that backward, as `longca.flops` counts a row's)."""
+    m = build_mask(problem, sample)
+    n = problem.seqlen
+    ms = float(fit.price(table_features(pair_table(m.slices, [(0, n)], [(0, n)]), problem.heads_q)).sum())
+    flops = 4.0 * m.area * problem.heads_q * problem.head_dim * (2.5 if problem.direction == "bwd" else 1.0)
+    return ms, flops
+
+
+def draw_tflops(fit, problem: Problem, sample: int) -> float:
+    ms, flops = draw_price(fit, problem, sample)
+    return flops / (ms * 1e-3) / 1e12
 
 
 def parse_anchors(path: Path) -> list[dict]:
@@ -150,10 +169,7 @@ def own_rows(quick: bool) -> tuple[list[str], dict[str, Any], list[dict[str, Any
         else:  # the inner kernel alone: one call over the whole mask, each of the row's draws
             fit = fits[row["kernel"]][row["direction"]]
             problem = row_problem(row)
-            entry["out_ms"] = med([fit.price(table_features(pair_table(build_mask(problem, i).slices,
-                                                                         [(0, problem.seqlen)], [(0, problem.seqlen)]),
-                                                              problem.heads_q)).sum()
-                                   for i in range(max(1, row.get("samples") or 1))])
+            entry["out_ms"] = med([draw_price(fit, problem, i)[0] for i in range(max(1, row.get("samples") or 1))])
         entry["err"] = pct(entry["out_ms"], row["ms_median"])
         if "in_ms" in entry:
             entry["in_err"] = pct(entry["in_ms"], row["ms_median"])
@@ -370,8 +386,6 @@ def kernel_check(path: Path, draws: int) -> tuple[str, list[dict[str, Any]]]:
     """The kernel model alone, one GPU, against published one-GPU figures of the same kernel on the published
     setting's documents (`kernel-*.md`): each length's TFLOP/s the mean over `draws` mask draws of the draw's
     TFLOP/s (the source averages per pack)."""
-    from longca.problem import Problem
-
     setting = dict(kv.split("=", 1) for kv in re.search(r"<!-- kernel: (.*?) -->", path.read_text()).group(1).split())
     hq, hkv = (int(h) for h in setting["heads"].split(":"))
     pricing = default_pricing(setting["inner"], preset(setting["topology"]))
@@ -386,13 +400,9 @@ def kernel_check(path: Path, draws: int) -> tuple[str, list[dict[str, Any]]]:
             if not text:
                 continue
             problem = Problem(kernel=setting["inner"], mask=mask, seqlen=seqlen, heads_q=hq, heads_kv=hkv,
-                              head_dim=int(setting["head_dim"]), sampler=setting["sampler"], seed=0)
-            got = []
-            for i in range(draws):
-                m = build_mask(problem, i)
-                ms = fit.price(table_features(pair_table(m.slices, [(0, seqlen)], [(0, seqlen)]), hq)).sum()
-                flops = 4.0 * m.area * hq * problem.head_dim * (2.5 if direction == "bwd" else 1.0)
-                got.append(flops / (ms * 1e-3) / 1e12)
+                              head_dim=int(setting["head_dim"]), sampler=setting["sampler"], seed=0,
+                              direction=direction)
+            got = [draw_tflops(fit, problem, i) for i in range(draws)]
             cells.append({"mask": mask, "direction": direction, "seqlen": seqlen, "published": float(text),
                           "simulated": float(np.mean(got)), "err": pct(float(np.mean(got)), float(text))})
     lines = [KERNEL_BEGIN, "", f"One GPU, {setting['inner']} priced by the shipped fit, against "
@@ -406,6 +416,50 @@ def kernel_check(path: Path, draws: int) -> tuple[str, list[dict[str, Any]]]:
     doc = [abs(c["err"]) for c in cells if c["mask"] != "full"]
     lines += ["", f"Median abs error: causal_document {med(doc):.1f} % ({len(doc)} cells), full "
               f"{med([abs(c['err']) for c in cells if c['mask'] == 'full']):.1f} %.", "", KERNEL_END]
+    return "\n".join(lines), cells
+
+
+def kernel_shapes(folder: Path) -> tuple[str, list[dict[str, Any]]]:
+    """The kernel model alone against measured one-GPU rows of Ulysses' inner call at the published shapes
+    (W GPUs: 64/W query heads, max(8/W, 1) KV heads, W x 8K tokens; `folder`, an H200): each row priced
+    with the h200-sxm preset's fit of its own kernel and direction, over the same mask draws the row was
+    measured on. `longca run --samples N` measures draw i = `build_mask(problem, i)` for i < N
+    (`longca.measure.case`, from the row's seed, sampler and shape) and reports the median over draws of
+    each draw's FLOPs over its time (`longca.measure.samples.summarize_samples`); the prediction is the
+    median over the same draws of each draw's FLOPs over its priced time."""
+    cells = []
+    for row in read_rows([folder]):
+        if row.get("status") != "ok" or not row.get("tflops"):
+            continue
+        problem = row_problem(row)
+        pricing = default_pricing(row["kernel"], preset("h200-sxm"))
+        fit = pricing.fwd if problem.direction == "fwd" else pricing.bwd
+        got = med([draw_tflops(fit, problem, i) for i in range(max(1, row.get("samples") or 1))])
+        throttled = bool((row.get("gpu_state_after") or {}).get("throttle"))
+        cells.append({"kernel": row["kernel"], "direction": problem.direction, "world": 64 // problem.heads_q,
+                      "heads": f"{problem.heads_q}:{problem.heads_kv}", "seqlen": problem.seqlen,
+                      "measured": float(row["tflops"]), "simulated": got, "err": pct(got, float(row["tflops"])),
+                      "sampler": problem.sampler, "throttled": throttled})
+    shapes = sorted({(c["world"], c["heads"], c["seqlen"]) for c in cells})
+    kernels = sorted({c["kernel"] for c in cells})
+    lines = [SHAPES_BEGIN, "", f"One H200, each kernel priced by the shipped fit against its measured rows in "
+             f"[{folder.relative_to(ROOT)}]({folder.relative_to(DOC.parent)}/README.md) (TFLOP/s, model vs "
+             "measured, median over the row's own draws of the "
+             + ", ".join(f"`{x}`" for x in sorted({c["sampler"] for c in cells}))
+             + " documents; `*`: the GPU reported throttling after the row, report.md):", "",
+             "| kernel | dir | " + " | ".join(f"W={w}: {h}, {n // 1024}K" for w, h, n in shapes) + " |",
+             "|---|---|" + "---|" * len(shapes)]
+    for kernel in kernels:
+        for direction in ("fwd", "bwd"):
+            by = {(c["world"], c["heads"], c["seqlen"]): c for c in cells
+                  if (c["kernel"], c["direction"]) == (kernel, direction)}
+            if by:
+                lines.append(f"| {kernel} | {direction} | " + " | ".join(
+                    f"{by[s]['simulated']:.0f} vs {by[s]['measured']:.0f}{'*' if by[s]['throttled'] else ''} "
+                    f"({by[s]['err']:+.1f} %)" if s in by else "-" for s in shapes) + " |")
+    errs = {k: [abs(c["err"]) for c in cells if c["kernel"] == k] for k in kernels}
+    lines += ["", "Median / largest abs error: " + ", ".join(
+        f"{k} {med(e):.1f} % / {max(e):.1f} % ({len(e)} rows)" for k, e in errs.items()) + ".", "", SHAPES_END]
     return "\n".join(lines), cells
 
 
@@ -537,6 +591,7 @@ def main() -> None:
     band_list = bands(own, {k: v for k, v in pub_cells.items() if not k.endswith(VARIANT)})
     kernel_path = DOCS / "kernel-h100.md"
     kernel_block, kernel_cells = kernel_check(kernel_path, 2 if args.quick else 5)
+    shapes_block, shapes_cells = kernel_shapes(SHAPES)
     block = summary_block(own_summary, pub_summary, band_list)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "validation-own.md").write_text("\n".join(own_lines) + "\n")
@@ -545,15 +600,18 @@ def main() -> None:
         (out_dir / f"validation-published-{stem}.md").write_text("\n".join(lines) + "\n")
     (out_dir / "validation-summary.md").write_text(
         "# Validation summary (generated by docs/scripts/cp_validate.py; do not edit)\n\n" + block + "\n")
-    summary = {"own": own_summary, "published": pub_summary, "bands": band_list, "kernel_check": kernel_cells}
+    summary = {"own": own_summary, "published": pub_summary, "bands": band_list, "kernel_check": kernel_cells,
+               "kernel_shapes": shapes_cells}
     # the committed file holds only what the data decides: a run time in it would change on every run
     (out_dir / "validation.json").write_text(json.dumps(summary, indent=1) + "\n")
-    print(json.dumps({k: v for k, v in summary.items() if k not in ("bands", "kernel_check")}, indent=1, default=str))
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("bands", "kernel_check", "kernel_shapes")},
+                     indent=1, default=str))
     print(f"cp_validate: {time.time() - start:.0f} s")
     print(block)
     print(goals_block(own_summary, pub_summary))
     print(variant_block(pub_cells))
     print(kernel_block)
+    print(shapes_block)
     print(fit_block())
     if args.quick:
         return
@@ -561,6 +619,7 @@ def main() -> None:
     text = DOC.read_text()
     blocks = {(BEGIN, END): block, (FIT_BEGIN, FIT_END): fit_block(),
               (GOALS_BEGIN, GOALS_END): goals_block(own_summary, pub_summary), (KERNEL_BEGIN, KERNEL_END): kernel_block,
+              (SHAPES_BEGIN, SHAPES_END): shapes_block,
               (TABLES_BEGIN, TABLES_END): tables_block(own, pub_cells),
               (VARIANT_BEGIN, VARIANT_END): variant_block(pub_cells)}
     new, problems = check_doc(text, blocks)
