@@ -35,6 +35,18 @@ def test_quick_validation_writes_its_tables(tmp_path):
     assert len(shapes) == sum(r["status"] == "ok" for r in rows) > 0
     assert all(c["world"] * int(c["heads"].split(":")[0]) == 64 and c["simulated"] > 0 for c in shapes)
     assert "kernel-shapes:begin" in proc.stdout
+    # the residual of each plain-model causal_document cell: the published figure's time at the same FLOPs
+    # (range cells at their midpoint), positive exactly where the model is too fast
+    residual = summary["residual"]["h100"]
+    assert residual["cells"] and "residual:begin" in proc.stdout
+    assert "h100 (baseline variant)" not in summary["residual"]
+    for c in residual["cells"]:
+        flops = c["simulated_ms"] * c["simulated_tflops"]
+        assert abs(c["implied_ms"] * c["published_tflops"] - flops) < 1e-9 * flops
+        # one draw in --quick: the parts are that draw's, and they make up the simulated time
+        assert abs(c["simulated_ms"] - c["compute_ms"] - c["exposed_ms"]) < 1e-6 * c["simulated_ms"]
+        assert (c["residual_ms"] > 0) == (c["simulated_tflops"] > c["published_tflops"])
+    assert residual["per_compute"]["cells"] == len(residual["cells"])
 
 
 def _script():

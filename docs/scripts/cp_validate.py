@@ -17,9 +17,9 @@ The protocol (what is fitted on what):
 Writes docs/cp-simulator/validation-own.md, validation-published-NAME.md, validation-summary.md,
 validation.json and longca_sim/longca_sim/data/validation_bands.json (the out-of-sample error per regime
 that `longca recommend` reports); exits 1 when a generated block of docs/cp-simulator.md (the summary, the
-goals, the kernel fit, the kernel checks, the tables) differs from what it computes (`--write-doc` rewrites
-them), or when the prose of its validation section or changelog holds a percentage or an `N of M` count
-that no generated block prints.
+goals, the kernel fit, the kernel checks, the tables, the residual) differs from what it computes
+(`--write-doc` rewrites them), or when the prose of its validation section or changelog holds a percentage
+or an `N of M` count that no generated block prints.
 """
 from __future__ import annotations
 
@@ -60,6 +60,7 @@ KERNEL_BEGIN, KERNEL_END = "<!-- kernel-check:begin -->", "<!-- kernel-check:end
 SHAPES_BEGIN, SHAPES_END = "<!-- kernel-shapes:begin -->", "<!-- kernel-shapes:end -->"
 TABLES_BEGIN, TABLES_END = "<!-- validation-tables:begin -->", "<!-- validation-tables:end -->"
 VARIANT_BEGIN, VARIANT_END = "<!-- baseline-variant:begin -->", "<!-- baseline-variant:end -->"
+RESID_BEGIN, RESID_END = "<!-- residual:begin -->", "<!-- residual:end -->"
 # sections of docs/cp-simulator.md whose prose may hold no validation figure the script does not print
 CHECKED_SECTIONS = ("## 3. Validation", "## Changelog")
 FIGURE = re.compile(r"\d[\d,]*(?:\.\d+)?\s?%|\b\d+ of \d+\b")
@@ -254,7 +255,10 @@ def published(path: Path, quick: bool, variant: bool = False) -> tuple[list[str]
                 continue
             seen.add(key)
             ref = c["low"] if got < c["low"] else c["high"] if got > c["high"] else got
-            out.append({**c, "sim_strategy": name, "simulated": got, "err": pct(got, ref),
+            # the simulated phase's parts, kept for the residual block (what the published figure leaves over)
+            parts = ({k: row["sim"][c["direction"]][k] for k in ("ms_max", "compute_ms", "exposed_ms")}
+                     if row["status"] == "ok" else {})
+            out.append({**c, "sim_strategy": name, "simulated": got, "err": pct(got, ref), "parts": parts,
                         "flags": row["sim"].get("flags", []) if row["status"] == "ok" else []})
     name = path.stem.replace("anchors-", "") + (VARIANT if variant else "")
     declared = DECLARED_SPEEDS.get(setting.get("speed", ""))
@@ -521,6 +525,98 @@ def variant_block(pub: dict[str, list[dict[str, Any]]]) -> str:
     return "\n".join([*lines, "", VARIANT_END])
 
 
+def residual_cells(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per causal_document cell of a set, the time the published figure implies (the simulated critical-rank
+    time x simulated / published TFLOP/s, the same FLOPs; a range cell at its midpoint) and what is left
+    over, against the simulated compute and exposed parts of that time. Analysis of test data: nothing is
+    fitted on it."""
+    out = []
+    for e in cells:
+        if e["mask"] != "causal_document" or not e["parts"]:
+            continue
+        published_tflops = (e["low"] + e["high"]) / 2
+        ms, compute, exposed = e["parts"]["ms_max"], e["parts"]["compute_ms"], e["parts"]["exposed_ms"]
+        implied = ms * e["simulated"] / published_tflops
+        residual = implied - ms
+        out.append({"strategy": e["sim_strategy"], "direction": e["direction"], "world": e["world"],
+                    "published_tflops": published_tflops, "simulated_tflops": e["simulated"],
+                    "range": e["low"] != e["high"],
+                    "implied_ms": implied, "simulated_ms": ms, "compute_ms": compute, "exposed_ms": exposed,
+                    "residual_ms": residual, "per_compute": residual / compute if compute > 0 else float("nan"),
+                    "per_exposed": residual / exposed if exposed > 1e-6 else None})  # nothing exposed: no ratio
+    return out
+
+
+def residual_table(res: list[dict[str, Any]]) -> list[str]:
+    """Every figure of `residual_cells`, one row a cell, for the set's own validation file."""
+    lines = ["", "Residual of each causal_document cell (what the published figure implies beyond the simulated "
+             "critical-rank time; a range cell at its midpoint; nothing fitted on it):", "",
+             "| strategy | dir | W | published TFLOP/s | implied ms | simulated ms | compute ms | exposed ms "
+             "| residual ms | residual / compute | residual / exposed |", "|---" * 11 + "|"]
+    lines += [f"| {r['strategy']} | {r['direction']} | {r['world']} | {r['published_tflops']:.1f}"
+              f"{' (midpoint)' if r['range'] else ''} | {r['implied_ms']:.3f} | {r['simulated_ms']:.3f} | "
+              f"{r['compute_ms']:.3f} | {r['exposed_ms']:.3f} | {r['residual_ms']:+.3f} | {r['per_compute']:.2f} | "
+              + ("- |" if r["per_exposed"] is None else f"{r['per_exposed']:.2f} |") for r in res]
+    return [*lines, ""]
+
+
+def _spread(values: list[float | None]) -> dict[str, float]:
+    """Median, middle half, range and coefficient of variation (standard deviation / |mean|) of the finite
+    values."""
+    v = np.array([x for x in values if x is not None and np.isfinite(x)])
+    if not len(v):
+        return {"cells": 0}
+    q1, q3 = np.percentile(v, [25, 75])
+    return {"cells": int(len(v)), "median": med(v), "q1": float(q1), "q3": float(q3), "min": float(v.min()),
+            "max": float(v.max()), "cv": float(v.std() / abs(v.mean()))}
+
+
+def _spread_text(s: dict[str, float]) -> str:
+    return (f"median {s['median']:.2f}x, middle half {s['q1']:.2f}x to {s['q3']:.2f}x, all {s['min']:.2f}x to "
+            f"{s['max']:.2f}x, coefficient of variation {s['cv']:.2f} ({s['cells']} cells)")
+
+
+def _resid_cell(r: dict[str, Any]) -> str:
+    exposed = "no e" if r["per_exposed"] is None else f"{r['per_exposed']:.2f}x e"
+    return f"{r['residual_ms']:+.2f} ({r['per_compute']:.2f}x c, {exposed})"
+
+
+def residual_block(pub: dict[str, list[dict[str, Any]]]) -> tuple[str, dict[str, Any]]:
+    """Issue 28 item 4: does the time the model misses on the published causal_document cells follow the
+    simulated compute or the simulated exposed transfers? Per plain-model set, strategy, direction and world
+    size the residual and its two ratios; per set the median and spread of each ratio."""
+    lines = [RESID_BEGIN, ""]
+    summary: dict[str, Any] = {}
+    for name, cells in pub.items():
+        if name.endswith(VARIANT):
+            continue
+        res = residual_cells(cells)
+        if not res:
+            continue
+        worlds = sorted({r["world"] for r in res})
+        per_c, per_e = _spread([r["per_compute"] for r in res]), _spread([r["per_exposed"] for r in res])
+        summary[name] = {"per_compute": per_c, "per_exposed": per_e, "cells": res}
+        lines += [f"**Published {name}, causal_document, plain model**: residual ms (residual / compute, residual "
+                  "/ exposed) per critical rank; `-`: the cell is counted once, under the strategy the model "
+                  "prices alike:", "",
+                  "| strategy | dir | " + " | ".join(f"W={w}" for w in worlds) + " |",
+                  "|---|---|" + "---|" * len(worlds)]
+        for strategy, direction in dict.fromkeys((r["strategy"], r["direction"]) for r in res):
+            by = {r["world"]: r for r in res if (r["strategy"], r["direction"]) == (strategy, direction)}
+            lines.append(f"| {strategy} | {direction} | " + " | ".join(
+                _resid_cell(by[w]) if w in by else "-" for w in worlds) + " |")
+        lines += ["", f"{name}: residual / compute {_spread_text(per_c)}; residual / exposed {_spread_text(per_e)}.",
+                  ""]
+    lines += ["Residual: the time the published figure implies (simulated critical-rank ms x simulated / published "
+              "TFLOP/s, the same FLOPs; a cell given as a range at its midpoint) minus the simulated ms; negative "
+              "where the model is too slow. c: the simulated compute of the critical rank, e: its exposed time "
+              "(transfers and waits not hidden behind compute); `no e`: nothing exposed, no ratio. Each part is its "
+              "median over the draws, so c + e can differ a little from the simulated ms. "
+              "Test data: nothing is fitted on these cells.", "",
+              RESID_END]
+    return "\n".join(lines), summary
+
+
 def goals_block(own: dict[str, Any], pubs: dict[str, dict[str, Any]]) -> str:
     """Issue 28's goals, each with its target, today's figure and whether it is met."""
     rows = []
@@ -593,6 +689,9 @@ def main() -> None:
     kernel_block, kernel_cells = kernel_check(kernel_path, 2 if args.quick else 5)
     shapes_block, shapes_cells = kernel_shapes(SHAPES)
     block = summary_block(own_summary, pub_summary, band_list)
+    resid_block, resid = residual_block(pub_cells)
+    for name, r in resid.items():
+        pub_lines[name] += residual_table(r["cells"])
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "validation-own.md").write_text("\n".join(own_lines) + "\n")
     for name, lines in pub_lines.items():
@@ -601,11 +700,11 @@ def main() -> None:
     (out_dir / "validation-summary.md").write_text(
         "# Validation summary (generated by docs/scripts/cp_validate.py; do not edit)\n\n" + block + "\n")
     summary = {"own": own_summary, "published": pub_summary, "bands": band_list, "kernel_check": kernel_cells,
-               "kernel_shapes": shapes_cells}
+               "kernel_shapes": shapes_cells, "residual": resid}
     # the committed file holds only what the data decides: a run time in it would change on every run
     (out_dir / "validation.json").write_text(json.dumps(summary, indent=1) + "\n")
-    print(json.dumps({k: v for k, v in summary.items() if k not in ("bands", "kernel_check", "kernel_shapes")},
-                     indent=1, default=str))
+    quiet = ("bands", "kernel_check", "kernel_shapes", "residual")  # long: in validation.json and the blocks
+    print(json.dumps({k: v for k, v in summary.items() if k not in quiet}, indent=1, default=str))
     print(f"cp_validate: {time.time() - start:.0f} s")
     print(block)
     print(goals_block(own_summary, pub_summary))
@@ -613,6 +712,7 @@ def main() -> None:
     print(kernel_block)
     print(shapes_block)
     print(fit_block())
+    print(resid_block)
     if args.quick:
         return
     BANDS.write_text(json.dumps({"source": "docs/scripts/cp_validate.py", "regimes": band_list}, indent=1) + "\n")
@@ -621,7 +721,7 @@ def main() -> None:
               (GOALS_BEGIN, GOALS_END): goals_block(own_summary, pub_summary), (KERNEL_BEGIN, KERNEL_END): kernel_block,
               (SHAPES_BEGIN, SHAPES_END): shapes_block,
               (TABLES_BEGIN, TABLES_END): tables_block(own, pub_cells),
-              (VARIANT_BEGIN, VARIANT_END): variant_block(pub_cells)}
+              (VARIANT_BEGIN, VARIANT_END): variant_block(pub_cells), (RESID_BEGIN, RESID_END): resid_block}
     new, problems = check_doc(text, blocks)
     if args.write_doc and not any(p.startswith("no ") for p in problems):
         DOC.write_text(new)
