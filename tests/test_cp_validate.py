@@ -67,7 +67,7 @@ def test_the_doc_check_fails_on_a_stale_block_or_an_unprinted_figure():
     stale = good.replace("| h100 | 46.9 %", "| h100 | 41.2 %")
     new, problems = v.check_doc(stale, blocks)
     assert new == good and not problems  # the caller compares new with the text: a stale block differs
-    for planted in ("The median is 41.2 %.", "Right in 0 of 10 series.", "before: 46.95 %"):
+    for planted in ("The median is 41.2 %.", "Right in 0 of 10 series.", "before: 46.95 %", "It follows 0.72x of it."):
         _, problems = v.check_doc(good.replace("The median is 46.9 %.", planted), blocks)
         assert problems and "not a figure this script prints" in problems[0], planted
     _, problems = v.check_doc(good.replace("- x", "- before: 7.7 %"), blocks)

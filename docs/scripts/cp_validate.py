@@ -19,7 +19,7 @@ validation.json and longca_sim/longca_sim/data/validation_bands.json (the out-of
 that `longca recommend` reports); exits 1 when a generated block of docs/cp-simulator.md (the summary, the
 goals, the kernel fit, the kernel checks, the tables, the residual) differs from what it computes
 (`--write-doc` rewrites them), or when the prose of its validation section or changelog holds a percentage
-or an `N of M` count that no generated block prints.
+or an `N of M` count or a ratio (`0.72x`) that no generated block prints.
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ VARIANT_BEGIN, VARIANT_END = "<!-- baseline-variant:begin -->", "<!-- baseline-v
 RESID_BEGIN, RESID_END = "<!-- residual:begin -->", "<!-- residual:end -->"
 # sections of docs/cp-simulator.md whose prose may hold no validation figure the script does not print
 CHECKED_SECTIONS = ("## 3. Validation", "## Changelog")
-FIGURE = re.compile(r"\d[\d,]*(?:\.\d+)?\s?%|\b\d+ of \d+\b")
+FIGURE = re.compile(r"\d[\d,]*(?:\.\d+)?\s?%|\b\d+ of \d+\b|\b\d+\.\d+x\b")
 
 
 def pct(a: float, b: float) -> float:
@@ -637,8 +637,8 @@ def goals_block(own: dict[str, Any], pubs: dict[str, dict[str, Any]]) -> str:
 
 def check_doc(text: str, blocks: dict[tuple[str, str], str]) -> tuple[str, list[str]]:
     """The doc with its generated blocks put in, and what is wrong with it: a missing block, or a validation
-    figure (a percentage or an `N of M` count) in the prose of a checked section (`CHECKED_SECTIONS`)
-    that none of the generated blocks prints."""
+    figure (a percentage, an `N of M` count or a ratio such as `0.72x`) in the prose of a checked section
+    (`CHECKED_SECTIONS`) that none of the generated blocks prints."""
     problems, new = [], text
     for (begin, end), wanted in blocks.items():
         if begin not in new or end not in new:
