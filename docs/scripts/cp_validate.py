@@ -472,6 +472,16 @@ def _cell(e: dict[str, Any]) -> str:
     return f"{e['simulated']:.0f} vs {shown} ({e['err']:+.1f} %)"
 
 
+def _by_world(cells: list[dict[str, Any]], worlds: list[int], strategy_key: str, show) -> list[str]:
+    """A markdown table, one row per strategy and direction, one column per world size; `-` where none."""
+    lines = ["| strategy | dir | " + " | ".join(f"W={w}" for w in worlds) + " |", "|---|---|" + "---|" * len(worlds)]
+    for strategy, direction in dict.fromkeys((c[strategy_key], c["direction"]) for c in cells):
+        by = {c["world"]: c for c in cells if (c[strategy_key], c["direction"]) == (strategy, direction)}
+        lines.append(f"| {strategy} | {direction} | " + " | ".join(show(by[w]) if w in by else "-" for w in worlds)
+                     + " |")
+    return lines
+
+
 def tables_block(own: list[dict[str, Any]], pub: dict[str, list[dict[str, Any]]]) -> str:
     """The three validation tables, compact: own two-GPU rows (error by strategy and mask, out of sample) and,
     per published set, the causal_document error by strategy, direction and world size."""
@@ -489,14 +499,8 @@ def tables_block(own: list[dict[str, Any]], pub: dict[str, list[dict[str, Any]]]
         doc = [e for e in cells if e["mask"] == "causal_document"]
         worlds = sorted({e["world"] for e in doc})
         lines += ["", f"**Published {name}, causal_document** (simulated vs published, error; `-`: the cell is "
-                  "counted once, under the strategy the model prices alike):", "",
-                  "| strategy | dir | " + " | ".join(f"W={w}" for w in worlds) + " |",
-                  "|---|---|" + "---|" * len(worlds)]
-        for strategy, direction in dict.fromkeys((e["sim_strategy"], e["direction"]) for e in doc):
-            by = {e["world"]: e for e in doc if (e["sim_strategy"], e["direction"]) == (strategy, direction)}
-            lines.append(f"| {strategy} | {direction} | " + " | ".join(
-                _cell(by[w]) if w in by else "-"
-                for w in worlds) + " |")
+                  "counted once, under the strategy the model prices alike):", ""]
+        lines += _by_world(doc, worlds, "sim_strategy", _cell)
     return "\n".join([*lines, "", TABLES_END])
 
 
@@ -598,13 +602,8 @@ def residual_block(pub: dict[str, list[dict[str, Any]]]) -> tuple[str, dict[str,
         summary[name] = {"per_compute": per_c, "per_exposed": per_e, "cells": res}
         lines += [f"**Published {name}, causal_document, plain model**: residual ms (residual / compute, residual "
                   "/ exposed) per critical rank; `-`: the cell is counted once, under the strategy the model "
-                  "prices alike:", "",
-                  "| strategy | dir | " + " | ".join(f"W={w}" for w in worlds) + " |",
-                  "|---|---|" + "---|" * len(worlds)]
-        for strategy, direction in dict.fromkeys((r["strategy"], r["direction"]) for r in res):
-            by = {r["world"]: r for r in res if (r["strategy"], r["direction"]) == (strategy, direction)}
-            lines.append(f"| {strategy} | {direction} | " + " | ".join(
-                _resid_cell(by[w]) if w in by else "-" for w in worlds) + " |")
+                  "prices alike:", ""]
+        lines += _by_world(res, worlds, "strategy", _resid_cell)
         lines += ["", f"{name}: residual / compute {_spread_text(per_c)}; residual / exposed {_spread_text(per_e)}.",
                   ""]
     lines += ["Residual: the time the published figure implies (simulated critical-rank ms x simulated / published "
