@@ -42,16 +42,23 @@ from longca_cp.inner import inner_kernel
 from longca_cp.measure import resolve, unsupported
 
 
-def strategy_step(problem: Problem, registry) -> Callable[[], object]:
+def strategy_parts(problem: Problem, registry, options: dict | None = None):
+    """(spec, plan, this rank's q/k/v shards, its dout or None) of a strategy's step, made as
+    `longca_cp.measure` makes them: `prepare` (collective), then `dispatch` of the seeded inputs."""
     spec = registry.strategy(problem.strategy)
     inner = inner_kernel(problem, registry)
     mask = build_mask(problem, 0, registry)
-    options = resolve(problem, {}, registry)
+    options = resolve(problem, options or {}, registry)
     q, k, v = make_inputs(problem, 0)
     plan = spec.prepare(problem, mask, inner, dist.group.WORLD, options)
     grad = problem.direction != "fwd"
-    ql, kl, vl = (spec.dispatch(t, plan).detach().requires_grad_(grad) for t in (q, k, v))
+    local = tuple(spec.dispatch(t, plan).detach().requires_grad_(grad) for t in (q, k, v))
     dout = spec.dispatch(seeded_dout(problem, 0), plan) if grad else None
+    return spec, plan, local, dout
+
+
+def strategy_step(problem: Problem, registry) -> Callable[[], object]:
+    spec, plan, (ql, kl, vl), dout = strategy_parts(problem, registry)
     return make_step(lambda: spec.attention(ql, kl, vl, plan), (ql, kl, vl), problem.direction, dout)
 
 
