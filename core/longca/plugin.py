@@ -109,6 +109,7 @@ _LAZY = {
     "CPPlan": ("longca_cp.plan", "CPPlan"),
     "dispatch": ("longca_cp.plan", "dispatch"),
     "undispatch": ("longca_cp.plan", "undispatch"),
+    "resolve_strategy_options": ("longca_cp.plan", "resolve_options"),
     "Layout": ("longca_cp.layout", "Layout"),
     "contiguous_layout": ("longca_cp.layout", "contiguous"),
     "zigzag_layout": ("longca_cp.layout", "zigzag"),

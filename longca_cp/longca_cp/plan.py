@@ -49,5 +49,7 @@ def resolve_options(strategy: str, given: Mapping[str, Any], defaults: Mapping[s
         try:
             out[name] = want(value)
         except (TypeError, ValueError):
-            raise LongcaError(f"strategy {strategy!r}: option {name}={value!r} should be a {want.__name__}") from None
+            article = "an" if want.__name__[0] in "aeiou" else "a"
+            raise LongcaError(f"strategy {strategy!r}: option {name}={value!r} should be {article} {want.__name__}") \
+                from None
     return out

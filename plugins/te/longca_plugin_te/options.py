@@ -16,20 +16,12 @@ OPTIONS = {
 
 
 def resolve(problem: Any, options: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise plugin.LongcaError(f"strategy 'te-cp' has no option {', '.join(unknown)}; "
-                                 f"it takes: {', '.join(OPTIONS)}")
-    comm = str(options.get("cp_comm_type", "p2p"))
-    if comm not in COMM_TYPES:
-        raise plugin.LongcaError(f"strategy 'te-cp': option cp_comm_type={comm!r} is not one of "
+    """Defaults filled, names and types checked (LongcaError: one line), the comm type one of TE's."""
+    out = plugin.resolve_strategy_options("te-cp", options, {"cp_comm_type": "p2p", "a2a_degree": 2})
+    if out["cp_comm_type"] not in COMM_TYPES:
+        raise plugin.LongcaError(f"strategy 'te-cp': option cp_comm_type={out['cp_comm_type']!r} is not one of "
                                  f"{', '.join(COMM_TYPES)}")
-    try:
-        degree = int(options.get("a2a_degree", 2))
-    except (TypeError, ValueError):
-        raise plugin.LongcaError(f"strategy 'te-cp': option a2a_degree={options['a2a_degree']!r} "
-                                 "should be an int") from None
-    return {"cp_comm_type": comm, "a2a_degree": degree}
+    return out
 
 
 def refusal(problem: Any, options: dict[str, Any]) -> str | None:

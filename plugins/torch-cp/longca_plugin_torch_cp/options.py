@@ -25,13 +25,9 @@ OPTIONS = {
 
 def resolve(problem: Any, options: dict[str, Any]) -> dict[str, Any]:
     """Defaults filled, names and values checked (LongcaError: one line)."""
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise plugin.LongcaError(f"strategy 'torch-cp' has no option {', '.join(unknown)}; "
-                                 f"it takes: {', '.join(OPTIONS)}")
     balance_default = "none" if problem.kernel == "sdpa" and problem.mask == "full" else "head-tail"
-    out = {"load_balance": str(options.get("load_balance", balance_default)),
-           "rotate": str(options.get("rotate", "allgather"))}
+    out = plugin.resolve_strategy_options("torch-cp", options, {"load_balance": balance_default,
+                                                                "rotate": "allgather"})
     for name, allowed in (("load_balance", LOAD_BALANCE), ("rotate", ROTATE)):
         if out[name] not in allowed:
             raise plugin.LongcaError(f"strategy 'torch-cp': option {name}={out[name]!r} is not one of "
