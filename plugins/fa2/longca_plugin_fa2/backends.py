@@ -37,6 +37,18 @@ def chosen() -> str:
     return "flash_attn" if flash_attn_installed() else "torch"
 
 
+def fa2_window(len_q: int, len_k: int, left: int, right: int) -> bool:
+    """FlashAttention-2's window rule: any bottom-right window except a bounded right edge of len_k or more.
+
+    FA2's `mha_fwd` (flash_attn's and torch's bundled copy alike) resets `window_size_right >= seqlen_k`
+    to -1 (unbounded). That is only the same mask when len_q <= len_k + 1; a taller crop (a CP query
+    shard against a shorter key shard, e.g. 171 x 86 with right = 127) then silently attends to every
+    key (measured on the H200: relative error 0.29, docs/results/h200/gpu-tests/2026-12-03). The planner
+    cuts such a band into full blocks and causal squares instead.
+    """
+    return right < len_k
+
+
 def _gqa(q, k) -> bool:
     return q.shape[-2] != k.shape[-2]
 
@@ -45,6 +57,7 @@ class TorchFlash(plugin.FlashAdapter):
     """torch's bundled FlashAttention-2 through `aten._flash_attention_forward/_backward`."""
 
     name = "torch-flash"
+    window_ok = staticmethod(fa2_window)
 
     def _extra(self, q, args: CallArgs):
         import torch
@@ -78,6 +91,7 @@ class FlashAttn2(plugin.FlashAdapter):
     """The flash_attn package's explicit-lse primitives (flash-attn >= 2.6)."""
 
     name = "flash_attn"
+    window_ok = staticmethod(fa2_window)
 
     def fwd(self, q, k, v, args: CallArgs):
         from flash_attn import flash_attn_interface as fai

@@ -53,3 +53,40 @@ def test_deterministic_reaches_flash_attn_and_torch_s_copy_refuses_it(monkeypatc
     monkeypatch.setenv(backends.ENV_BACKEND, "torch")
     assert hooks.supports(problem) == hooks.TORCH_DETERMINISTIC
     assert not hooks.SPEC.takes_head_dims(192, 128) and hooks.SPEC.takes_head_dims(256)
+
+
+
+def test_window_rule_keeps_tall_crops_exact():
+    """FA2 resets a right window edge >= len_k to unbounded; the rule must never plan such a call.
+
+    A stand-in with FA2's clamp (computed by the reference) runs the executor on a causal crop of
+    171 query rows against 86 keys (the CP piece where the H200 gave relative error 0.29): with the
+    plain any-window rule the clamp makes it wrong, with fa2's rule it equals the reference."""
+    import numpy as np
+
+    from longca.plugin import lse_primitives, reference_forward_lse, window_slices
+
+    class ClampingFlash:
+        name = "fa2-clamp"
+
+        def __init__(self, window_ok):
+            self.window_ok = window_ok
+
+        def fwd(self, q, k, v, args):
+            right = -1 if args.right >= k.shape[1] else args.right  # what FA2's mha_fwd does
+            return reference_forward_lse(q, k, v, window_slices(q.shape[1], k.shape[1], args.left, right), args.scale)
+
+        def bwd(self, *a):
+            raise AssertionError("forward only")
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, n, 2, 16, generator=gen) for n in (171, 86, 86))
+    slices = np.ascontiguousarray(window_slices(171, 86, -1, 127))  # k - q <= 42 in local coordinates
+    want, _ = reference_forward_lse(q, k, v, slices, None)
+
+    def err(window_ok):
+        out, _ = lse_primitives(lambda: ClampingFlash(window_ok))[0](q, k, v, slices, None)
+        return ((out - want).norm() / want.norm()).item()
+
+    assert err(lambda *a: True) > 0.05  # the fault: the clamp drops the window
+    assert err(backends.fa2_window) < 1e-5

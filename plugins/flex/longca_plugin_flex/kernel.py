@@ -121,10 +121,12 @@ class FlexKernel:
     def forward_lse(self, q, k, v, slices, softmax_scale: float | None = None):
         import torch
 
+        lq = q.shape[1]
+        q, k, v = pad_rows(q), pad_rows(k), pad_rows(v)
         bm = self.block_masks.get(slices, q.shape[1], k.shape[1], q.device)
         with torch.no_grad():
             out, lse = self.call(q, k, v, bm, softmax_scale, lse=True)
-        return out, lse.float()
+        return out[:, :lq], lse[..., :lq].float()
 
     def backward_lse(self, dout, q, k, v, out, lse, slices, softmax_scale: float | None = None):
         """Gradients of the part of a split softmax that `slices` covers, given the merged out and lse.
@@ -136,6 +138,9 @@ class FlexKernel:
         """
         import torch
 
+        lq, lk = q.shape[1], k.shape[1]
+        q, k, v, dout, out = (pad_rows(x) for x in (q, k, v, dout, out))
+        lse = pad_rows(lse, dim=-1, value=-float("inf"))
         bm = self.block_masks.get(slices, q.shape[1], k.shape[1], q.device)
         leaves = [t.detach().requires_grad_() for t in (q, k, v)]
         with torch.enable_grad():
@@ -148,7 +153,8 @@ class FlexKernel:
                     raise
                 raise UnsupportedError(f"backward_lse needs the gradient through flex_attention's lse, which this "
                                        f"backend refuses: {dlse_refusal(exc)}") from exc
-        return tuple(torch.zeros_like(x) if g is None else g for g, x in zip(grads, (q, k, v), strict=True))
+        grads = tuple(torch.zeros_like(x) if g is None else g for g, x in zip(grads, (q, k, v), strict=True))
+        return grads[0][:, :lq], grads[1][:, :lk], grads[2][:, :lk]
 
     def split_softmax_grads_for(self, device: torch.device):
         """`split_softmax_grads`, compiled where flex is: eager, it makes about ten passes over fp32 copies
@@ -160,6 +166,25 @@ class FlexKernel:
         if "grads" not in self._compiled:
             self._compiled["grads"] = torch.compile(split_softmax_grads, dynamic=False)
         return self._compiled["grads"]
+
+
+def pad_rows(x, dim: int = 1, value: float = 0.0):
+    """`x` with its sequence dimension zero-padded to a multiple of BLOCK (itself when it is one).
+
+    Crops of odd lengths (an 85 x 43 CP piece) make Inductor's flex template find no valid
+    configuration on the H200 (`NoValidChoicesError`, torch 2.11); padded rows and keys lie outside
+    every slice, so the padded call computes the same rows exactly and the padding is cut off again.
+    Shards of real CP cases are multiples of BLOCK and are passed through untouched.
+    """
+    n = x.shape[dim]
+    extra = -n % BLOCK
+    if not extra:
+        return x
+    import torch
+
+    shape = list(x.shape)
+    shape[dim] = extra
+    return torch.cat([x, torch.full(shape, value, dtype=x.dtype, device=x.device)], dim=dim)
 
 
 def split_softmax_grads(dout, out_l, out, lse_l, lse):

@@ -186,3 +186,21 @@ def test_split_softmax_grads_of_rows_with_no_key_here_are_zero():
     d_out, d_lse = split_softmax_grads(dout, out_l, out, lse_l, lse)
     assert d_out[0, 1:].abs().sum() == 0 and d_lse[0, 0, 1:].abs().sum() == 0
     assert torch.isfinite(d_out).all() and torch.isfinite(d_lse).all()
+
+
+def test_odd_crops_are_padded_to_blocks_and_stay_exact():
+    """forward_lse pads an 85 x 43 crop to 128 x 128 (Inductor finds no flex config for such shapes on the
+    H200) and cuts the padding off again: same rows as the reference, lse -inf only on rows with no key."""
+    from longca.plugin import reference_forward_lse, window_slices
+    from longca_plugin_flex.hooks import SPEC
+    from longca_plugin_flex.kernel import BLOCK, pad_rows
+
+    assert pad_rows(torch.zeros(1, 85, 2, 8)).shape[1] == BLOCK and pad_rows(torch.zeros(1, 256, 2, 8)).shape[1] == 256
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, n, 2, 16, generator=gen) for n in (85, 43, 43))
+    slices = np.ascontiguousarray(window_slices(85, 43, -1, 0))
+    out, lse = SPEC.forward_lse(q, k, v, slices, None)
+    want, want_lse = reference_forward_lse(q, k, v, slices, None)
+    assert out.shape == want.shape and lse.shape == want_lse.shape
+    assert ((out - want).norm() / want.norm()).item() < 1e-5
+    assert torch.equal(torch.isneginf(lse), torch.isneginf(want_lse))
