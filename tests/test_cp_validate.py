@@ -18,7 +18,9 @@ def test_quick_validation_writes_its_tables(tmp_path):
     own, pub = summary["own"], summary["published"]["h100"]
     assert own["rows"] > 0 and own["in_sample_rows"] <= own["rows"]
     assert pub["causal_document_cells"] > 0 and pub["trend_series"] > 0
-    assert pub["setting"]["sampler"] == "magi"
+    assert pub["setting"]["sampler"] == "magi-packs"  # the source's own packs (issue 39)
+    assert set(pub["halves"]) == {"development", "held_out"}
+    assert sum(h["cells"] for h in pub["halves"].values()) == pub["causal_document_cells"]
     for name in ("validation-own.md", "validation-published-h100.md", "validation-summary.md",
                  "validation-published-h100-baselines.md"):
         assert (tmp_path / name).read_text().startswith("# Validation")
@@ -43,7 +45,7 @@ def test_quick_validation_writes_its_tables(tmp_path):
     for c in residual["cells"]:
         flops = c["simulated_ms"] * c["simulated_tflops"]
         assert abs(c["implied_ms"] * c["published_tflops"] - flops) < 1e-9 * flops
-        # one draw in --quick: the parts are that draw's, and they make up the simulated time
+        # the parts are means over the draws, as the time is (a mean is linear): they make up the simulated time
         assert abs(c["simulated_ms"] - c["compute_ms"] - c["exposed_ms"]) < 1e-6 * c["simulated_ms"]
         assert (c["residual_ms"] > 0) == (c["simulated_tflops"] > c["published_tflops"])
     assert residual["per_compute"]["cells"] == len(residual["cells"])

@@ -116,12 +116,13 @@ class Problem:
         return json.dumps(fields, sort_keys=True, default=str)
 
 
-def _sample_documents(problem: Problem, registry: Registry, rng: np.random.Generator):
+def _sample_documents(problem: Problem, registry: Registry, rng: np.random.Generator, sample: int = 0):
     sampler = registry.sampler(problem.sampler)
+    given = {**problem.sampler_params, **({"draw": sample} if sampler.takes_draw else {})}
 
     def draw(total: int) -> np.ndarray:
         try:
-            lengths = sampler.sample(total, rng, **problem.sampler_params)
+            lengths = sampler.sample(total, rng, **given)
         except TypeError as exc:
             known = ", ".join(sampler.params) or "none"
             raise LongcaError(f"sampler {problem.sampler!r}: bad parameters {problem.sampler_params} "
@@ -172,7 +173,7 @@ def build_mask(problem: Problem, sample: int = 0, registry: Registry | None = No
     spec = registry.mask(problem.mask)
     rng = np.random.default_rng([problem.seed, sample])
     params = {spec.aliases.get(k, k): v for k, v in problem.mask_params.items()}
-    ctx = MaskContext(problem.seqlen, rng, _sample_documents(problem, registry, rng), params,
+    ctx = MaskContext(problem.seqlen, rng, _sample_documents(problem, registry, rng, sample), params,
                       problem.heads_q, problem.heads_kv)
     try:
         mask = spec.build(ctx)

@@ -14,6 +14,7 @@ import numpy as np
 
 from .errors import LongcaError
 from .hookspecs import hookimpl
+from .packs import sample_magi_packs
 from .specs import SamplerSpec
 
 CORPORA = {
@@ -135,6 +136,12 @@ def longca_samplers() -> list[SamplerSpec]:
     specs.append(SamplerSpec("magi", "MagiAttention's CP-benchmark documents (its training data's length histogram, "
                                      "longer ones cut at chunk_ratio x total)", sample_magi,
                              {"chunk_ratio": "documents longer than this share of the total are cut (default 0.25)"}))
+    specs.append(SamplerSpec("magi-packs", "MagiAttention's CP-benchmark packs themselves: draw i is pack first + i "
+                                           "of the source's fixed list (pieces cut at chunk_ratio x total, shuffled "
+                                           "with shuffle_seed, packed in order, packs shuffled)", sample_magi_packs,
+                             {"chunk_ratio": "documents longer than this share of the total are cut (default 0.25)",
+                              "shuffle_seed": "the source's shuffle seed (default 42, its SEED)",
+                              "first": "the pack draw 0 takes (default 0, the source's first)"}, takes_draw=True))
     specs.append(SamplerSpec("uniform", "lengths uniform in [min_len, max_len] (default 1 and total/4)",
                              sample_uniform, {"min_len": "shortest document", "max_len": "longest document"}))
     specs.append(SamplerSpec("fixed", "every document doc_len tokens (default total/8), the last truncated",

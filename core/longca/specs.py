@@ -135,12 +135,16 @@ class MaskSpec:
 
 @dataclass(frozen=True)
 class SamplerSpec:
-    """Document lengths: `sample(total, rng, **params)` returns lengths that sum to `total`."""
+    """Document lengths: `sample(total, rng, **params)` returns lengths that sum to `total`.
+
+    `takes_draw`: `sample` is also given `draw=i`, the index of the mask draw, for samplers that replay a
+    fixed list (the i-th draw is the i-th pack of a published benchmark) instead of drawing from `rng`."""
 
     name: str
     description: str
     sample: Callable[..., np.ndarray]
     params: dict[str, str] = field(default_factory=dict)
+    takes_draw: bool = False
 
 
 @dataclass(frozen=True)

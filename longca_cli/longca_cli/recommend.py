@@ -48,6 +48,8 @@ def recommend(
     sampler: str = opt.Sampler,
     sampler_param: list[str] | None = opt.SamplerParam,
     samples: int = typer.Option(3, help="mask draws for document masks"),
+    aggregate: str = typer.Option("median", help="over the draws: median of each figure, or mean of each draw's "
+                                               "figure (how MagiAttention's CP benchmark reports a cell)"),
     topology: str = typer.Option("h100-sxm", help="h100-sxm or h200-sxm"),
     calibration: Path | None = typer.Option(None, help="calibration file written by longca comm-bench"),
     figure: list[str] | None = typer.Option(None, "--set", help="topology figure, e.g. inter.p2p.bandwidth_gbs=40"),
@@ -63,7 +65,7 @@ def recommend(
 
     lines, topo = recommendations(Asked(mask, seqlen, gpus, gpus_per_node, heads, head_dim, dtype, batch, kernels,
                                         strategy, sampler, sampler_param, samples, topology, calibration, figure,
-                                        results))
+                                        results, aggregate))
     if fmt == "json":
         typer.echo(json.dumps([ln.as_dict() for ln in lines], indent=2, default=str))
         return

@@ -51,7 +51,9 @@ def simulate(
     inner: str = typer.Option("fa3", help="inner kernel, priced from its measured rows"),
     sampler: str = typer.Option("auto", help="document-length sampler"),
     seed: int = typer.Option(0),
-    samples: int = typer.Option(3, help="mask draws for document masks (median reported)"),
+    samples: int = typer.Option(3, help="mask draws for document masks"),
+    aggregate: str = typer.Option("median", help="over the draws: median of each figure, or mean of each draw's "
+                                               "figure (how MagiAttention's CP benchmark reports a cell)"),
     option: list[str] | None = typer.Option(None, "--option", help="strategy option, e.g. ulysses_degree=8"),
     topology: str = typer.Option("h200-sxm", help="h100-sxm or h200-sxm"),
     gpus_per_node: int | None = typer.Option(None, help="GPUs per node (default: the preset's 8)"),
@@ -73,7 +75,7 @@ def simulate(
     from longca.sizes import parse_heads, parse_size
     from longca_cp.request import strategy_names
     from longca_sim.request import int_list, pricing_from
-    from longca_sim.simulate import Grid, simulate_grid
+    from longca_sim.simulate import Grid, aggregate_of, simulate_grid
 
     hq, hkv = parse_heads(heads)
     pricing = pricing_from(inner, topology, gpus_per_node, calibration, figure, results, fit)
@@ -82,7 +84,9 @@ def simulate(
     names = strategy_names(strategy)
     grid = Grid(names, int_list(world_sizes, "--world-sizes"), mask, inner, hq, hkv, head_dim,
                 parse_size(seqlen) if seqlen else None, parse_size(seqlen_per_rank) if seqlen_per_rank else None,
-                dtype, "fwdbwd", sampler, seed, batch, samples, parse_params(option, "--option"))
+                dtype, "fwdbwd", sampler, seed, batch, samples, parse_params(option, "--option"),
+                aggregate=aggregate)
+    aggregate_of(aggregate)
     rows = simulate_grid(grid, pricing)
     if output:
         writer = ResultsWriter(output / "results.jsonl")

@@ -28,7 +28,7 @@ from longca.plugins import Registry, get_registry
 from longca.problem import Problem, build_mask
 from longca_cp.accounting import schedule_of
 
-from .simulate import Pricing, resolve_for, simulate_schedules_all
+from .simulate import Pricing, aggregate_of, resolve_for, simulate_schedules_all
 from .topology import Topology
 
 BANDS_PATH = Path(__file__).resolve().parent / "data" / "validation_bands.json"
@@ -73,6 +73,7 @@ class Setting:
     sampler_params: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     samples: int = 3
+    aggregate: str = "median"  # over the draws (`simulate.AGGREGATES`)
 
 
 def variants(strategy: str, world: int, heads_q: int, gpus_per_node: int,
@@ -184,8 +185,9 @@ def recommend(setting: Setting, pricings: dict[str, Pricing | None], topology: T
               + (f"validated on {band['source']} (median |error| {band['median_abs_err_pct']:.0f} %, "
                  f"{band['cells']} cells)" if band else "never validated"))
     kernels = list(usable)
-    flops = float(np.median([attention_flops(m.area, setting.heads_q, setting.head_dim, setting.batch, "fwdbwd")
-                             for m in masks]))
+    reduce = aggregate_of(setting.aggregate)
+    draw_flops = [attention_flops(m.area, setting.heads_q, setting.head_dim, setting.batch, "fwdbwd") for m in masks]
+    flops = float(np.median(draw_flops))
     prepared: list[tuple[str, dict[str, Any], Problem, dict[str, Any]]] = []
     for strategy in names:
         for given in variants(strategy, setting.gpus, setting.heads_q, topology.gpus_per_node, registry):
@@ -223,11 +225,15 @@ def recommend(setting: Setting, pricings: dict[str, Pricing | None], topology: T
             sims = [d[j] for d in per_draw]
             line = Line(kernel, strategy, options, error_pct=band["median_abs_err_pct"] if band else None,
                         regime=regime, flags=list(sims[0]["flags"]))
-            line.fwd_ms = float(np.median([s["fwd"]["ms_max"] for s in sims]))
-            line.bwd_ms = float(np.median([s["bwd"]["ms_max"] for s in sims]))
-            line.wait = {f"{ph}_{k}": float(np.median([s[ph][f"wait_{k}_ms"] for s in sims]))
+            line.fwd_ms = float(reduce([s["fwd"]["ms_max"] for s in sims]))
+            line.bwd_ms = float(reduce([s["bwd"]["ms_max"] for s in sims]))
+            line.wait = {f"{ph}_{k}": float(reduce([s[ph][f"wait_{k}_ms"] for s in sims]))
                          for ph in ("fwd", "bwd") for k in ("data", "ranks")}
-            line.tflops = flops / setting.gpus / (line.step_ms * 1e-3) / 1e12
+            if setting.aggregate == "median":
+                line.tflops = flops / setting.gpus / (line.step_ms * 1e-3) / 1e12
+            else:  # each draw's TFLOP/s (its own FLOPs over its own time), then reduced
+                line.tflops = float(reduce([f / setting.gpus / ((s["fwd"]["ms_max"] + s["bwd"]["ms_max"]) * 1e-3)
+                                            / 1e12 for f, s in zip(draw_flops, sims, strict=True)]))
             peak = max(s["bwd"]["peak_mem_bytes"] for s in sims)
             line.peak_mem_gb = peak / 1e9
             measured = _measured(rows, problem.with_(kernel=kernel), options)

@@ -58,6 +58,7 @@ class Asked:
     calibration: Path | None = None
     figures: Sequence[str] | None = None
     results: Sequence[Path] | None = None
+    aggregate: str = "median"
 
 
 def recommendations(asked: Asked, registry: Registry | None = None) -> tuple[list[Any], Any]:
@@ -66,7 +67,9 @@ def recommendations(asked: Asked, registry: Registry | None = None) -> tuple[lis
 
     from .costmodel import fit_rows, load_fits, read_rows
     from .recommend import Setting, recommend
+    from .simulate import aggregate_of
 
+    aggregate_of(asked.aggregate)  # an unknown name: one line, before anything is priced
     if asked.gpus < 1 or asked.gpus > 1024:
         raise LongcaError(f"--gpus must be 1 to 1,024, got {asked.gpus}")
     registry = registry or get_registry()
@@ -86,6 +89,6 @@ def recommendations(asked: Asked, registry: Registry | None = None) -> tuple[lis
         raise LongcaError(f"none of the kernels {', '.join(names)} has measured rows to price it; pass --results")
     setting = Setting(asked.mask, parse_size(asked.seqlen), asked.gpus, hq, hkv, asked.head_dim, asked.dtype,
                       asked.batch, asked.sampler, parse_params(asked.sampler_param, "--sampler-param"), 0,
-                      asked.samples)
+                      asked.samples, asked.aggregate)
     rows = read_rows(results) if results else []
     return recommend(setting, pricings, topo, rows, strategy_names(asked.strategy, registry), registry), topo

@@ -525,13 +525,29 @@ def default_pricing(kernel: str, topology: Topology, fit_path=None, results=None
     return pricing_for(kernel, fits, topology, calibrated, overhead)
 
 
+# how the figures of several mask draws become one: `median` of each figure over draws (as longca's measured rows
+# report document masks), or `mean`: the mean over draws of each draw's figure, which is how MagiAttention's CP
+# benchmark reports a cell (exps/dist_attn/run_benchmark.py: each pack's TFLOP/s from the slowest rank's median
+# iteration, `perf_dict_total["flops"]` summed over its packs and divided by `mask_nums`)
+AGGREGATES = {"median": np.median, "mean": np.mean}
+
+
+def aggregate_of(name: str):
+    """The reduction over draws a name gives; an unknown name is an input error."""
+    if name not in AGGREGATES:
+        raise LongcaError(f"unknown aggregate {name!r}; known: {', '.join(AGGREGATES)}")
+    return AGGREGATES[name]
+
+
 def simulate(problem: Problem, options: dict[str, Any], pricing: Pricing, samples: int = 1,
-             registry: Registry | None = None) -> ResultRow:
+             registry: Registry | None = None, aggregate: str = "median") -> ResultRow:
     """A simulated result row (`simulated: true`) for `problem.direction`, with every figure in `sim`.
 
     `ms_median` is the mean rank time and `tflops` TFLOP/s per GPU from it, as in measured CP
-    rows; `ms_max_rank` the critical rank's. Document masks: the median over `samples` draws.
+    rows; `ms_max_rank` the critical rank's. Document masks: over `samples` draws, each figure the
+    median over draws, or with `aggregate="mean"` the mean over draws of each draw's figure.
     """
+    reduce = aggregate_of(aggregate)
     registry = registry or get_registry()
     row = new_row(problem, status="ok", strategy_options=dict(options), simulated=True)
     row.case_id = f"sim-{row.case_id}"  # never taken for the measured row of the same case
@@ -543,7 +559,7 @@ def simulate(problem: Problem, options: dict[str, Any], pricing: Pricing, sample
         row.status, row.reason = "unsupported", str(exc)
         return row
     phases = ("fwd", "bwd") if problem.direction == "fwdbwd" else (problem.direction,)
-    med = lambda f: float(np.median([f(r) for r in results]))  # noqa: E731
+    med = lambda f: float(reduce([f(r) for r in results]))  # noqa: E731
     per_gpu = lambda r, ph: attention_flops(r["area"], problem.heads_q, problem.head_dim, problem.batch,  # noqa: E731
                                             ph) / problem.world_size
     area = float(np.mean([r["area"] for r in results]))
@@ -551,13 +567,15 @@ def simulate(problem: Problem, options: dict[str, Any], pricing: Pricing, sample
     sim: dict[str, Any] = {"measured_share": med(lambda r: r["measured_share"]), "flags": results[0]["flags"],
                            "comm": "calibrated" if pricing.calibrated else f"preset {pricing.topology.name}",
                            "gpus_per_node": pricing.topology.gpus_per_node, "fit_kernel": pricing.fwd.kernel}
+    if aggregate != "median":  # rows of the default keep their old fields
+        sim["aggregate"] = aggregate
     for phase in ("fwd", "bwd"):
         figures: dict[str, Any] = {key: med(lambda r, k=key, ph=phase: r[ph][k])
                                    for key in ("ms_max", "ms_mean", "compute_ms", "exposed_ms", "wait_data_ms",
                                                "wait_ranks_ms")}
         figures["critical_rank"] = int(results[0][phase]["critical_rank"])
         figures["peak_mem_bytes"] = int(results[0][phase]["peak_mem_bytes"])
-        # as measured rows: the median over draws of each draw's own FLOPs / time
+        # as measured rows: the median (or mean) over draws of each draw's own FLOPs / time
         figures["tflops"] = med(lambda r, ph=phase: tflops(per_gpu(r, ph), r[ph]["ms_mean"]))
         figures["tflops_slowest"] = med(lambda r, ph=phase: tflops(per_gpu(r, ph), r[ph]["ms_max"]))
         sim[phase] = figures
@@ -618,6 +636,7 @@ class Grid:
     samples: int = 3
     options: dict[str, Any] | None = None
     sampler_params: dict[str, Any] | None = None
+    aggregate: str = "median"  # over draws: `AGGREGATES`
 
     def problems(self) -> list[Problem]:
         out = []
@@ -641,5 +660,6 @@ def simulate_grid(grid: Grid, pricing: Pricing, registry: Registry | None = None
         declared = registry.strategy(problem.strategy).options
         given = {k: v for k, v in (grid.options or {}).items() if k in declared or len(grid.strategies) == 1}
         options = resolve_for(problem, given, pricing.topology.gpus_per_node, registry)
-        rows.append(simulate(problem.with_(strategy_options=options), options, pricing, grid.samples, registry))
+        rows.append(simulate(problem.with_(strategy_options=options), options, pricing, grid.samples, registry,
+                             grid.aggregate))
     return rows

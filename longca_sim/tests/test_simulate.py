@@ -80,6 +80,8 @@ def test_simulate_cli(tmp_path):
     assert json.loads(slow.stdout)[0]["ms_median"] > json.loads(fast.stdout)[0]["ms_median"]
     bad = run("--world-sizes", "2048", "--seqlen-per-rank", "1k")
     assert bad.returncode == 2 and "1,024" in bad.stderr and "Traceback" not in bad.stderr
+    bad = run("--world-sizes", "8", "--seqlen-per-rank", "1k", "--aggregate", "mode")
+    assert bad.returncode == 2 and "unknown aggregate" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_recommend_ranks_marks_ties_and_refusals():
@@ -222,3 +224,24 @@ def test_position_comm_prices_one_rank_per_class_exactly(world, head_degree, win
         assert got[part].keys() == want[part].keys()
         for key in want[part]:
             assert np.array_equal(got[part][key], want[part][key]), key
+
+
+def test_mean_aggregate_is_the_mean_of_each_draws_figure():
+    """`aggregate="mean"`: each figure the mean over draws of the draw's own (the published protocol); draw i of
+    `magi-packs` is pack i, so a one-draw row starting at pack i is that draw alone."""
+    from longca.errors import LongcaError
+
+    pricing = default_pricing("fa3", preset("h100-sxm"))
+    problem = Problem(kernel="fa3", mask="causal_document", seqlen=8 * 8192, heads_q=64, heads_kv=8, head_dim=128,
+                      direction="fwdbwd", device="cuda", sampler="magi-packs", strategy="ulysses", world_size=8)
+    options = resolve_for(problem, {}, 8)
+    row = simulate(problem, options, pricing, samples=3, aggregate="mean")
+    alone = [simulate(problem.with_(sampler_params={"first": i}), options, pricing, samples=1) for i in range(3)]
+    for phase in ("fwd", "bwd"):
+        for key in ("tflops_slowest", "ms_max"):
+            each = [r["sim"][phase][key] for r in alone]
+            assert row["sim"][phase][key] == pytest.approx(np.mean(each), rel=1e-12)
+            assert row["sim"][phase][key] != pytest.approx(np.median(each), rel=1e-6)
+    assert row["sim"]["aggregate"] == "mean" and "aggregate" not in alone[0]["sim"]
+    with pytest.raises(LongcaError, match="unknown aggregate"):
+        simulate(problem, options, pricing, aggregate="mode")
