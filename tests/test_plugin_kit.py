@@ -22,7 +22,7 @@ from longca import hookimpl
 from longca.plugins import PluginInfo, PluginManager, Registry, _register
 
 ROOT = Path(__file__).resolve().parents[1]
-TEMPLATE = ROOT / "longca_cli" / "longca_cli" / "plugin_template"
+TEMPLATE = ROOT / "longca_cli" / "longca_cli" / "plugin_templates" / "kernel"
 BROKEN = ROOT / "tests" / "fixtures" / "broken_plugins"
 NEW_NAME = "kit_demo"
 
