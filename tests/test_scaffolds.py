@@ -53,7 +53,8 @@ def test_a_name_taken_in_its_kind_is_refused(kind, taken, tmp_path):
 
 def test_unknown_kind_is_one_line():
     done = CliRunner().invoke(app, ["new-plugin", "zz", "--kind", "attention"])
-    assert done.exit_code == 2 and "unknown plugin kind 'attention': one of kernel, mask, sampler, strategy" in done.output
+    want = "unknown plugin kind 'attention': one of kernel, mask, sampler, strategy"
+    assert done.exit_code == 2 and want in done.output
     assert "Traceback" not in done.output
 
 

@@ -83,10 +83,10 @@ def plugins(fmt: str = FormatOpt) -> None:
 @app.command("new-plugin")
 @cli_errors
 def new_plugin(
-    name: str = typer.Argument(..., help="plugin name (and the kernel's, mask's, ...): lower-case letters, digits, '_'"),
+    name: str = typer.Argument(..., help="plugin name (also the kernel's, mask's, ...): a-z, 0-9, '_'"),
     kind: str = typer.Option("kernel", "--kind", "-k", help="kernel, mask, sampler or strategy (a CP strategy)"),
     output: Path | None = typer.Option(None, help="folder to create (default: ./longca-plugin-NAME)"),
-    template: Path | None = typer.Option(None, help="template folder (default: the one of KIND shipped with longca-cli)"),
+    template: Path | None = typer.Option(None, help="template folder (default: KIND's, shipped with longca-cli)"),
 ) -> None:
     """Create a plugin of any kind from its template; it installs and passes its tests as it stands."""
     from .newplugin import create_plugin, kind_of, next_steps
