@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from longca import hookimpl
-from longca.plugins import PluginInfo, PluginManager, Registry, _register
+from longca.plugins import PluginInfo, PluginManager, Registry, _register, get_registry
 
 ROOT = Path(__file__).resolve().parents[1]
-TEMPLATE = ROOT / "longca_cli" / "longca_cli" / "plugin_template"
+TEMPLATE = ROOT / "longca_cli" / "longca_cli" / "plugin_templates" / "kernel"
 BROKEN = ROOT / "tests" / "fixtures" / "broken_plugins"
 NEW_NAME = "kit_demo"
 
@@ -245,7 +245,9 @@ def test_template_compare_spec_is_a_valid_sweep_over_all_masks():
     from longca.sweep import SpecFile
 
     spec = SpecFile.model_validate(tomllib.loads((TEMPLATE / "compare.toml").read_text())).sweep
-    assert spec.kernels == ["mykernel", "fa4", "flex", "cudnn"] and len(spec.mask_names()) == 15
+    masks = spec.mask_names()  # "all": the 14 and topk_sparse, and any installed mask plugin's
+    assert spec.kernels == ["mykernel", "fa4", "flex", "cudnn"] and masks == get_registry().mask_group("all")
+    assert len([m for m in masks if get_registry().entry("masks", m).plugin.builtin]) == 15
 
 
 OTHER_PROJECT_TESTS = '''

@@ -48,7 +48,7 @@ def imports_past_face(source: str, filename: str = "<source>") -> list[str]:
 
 def plugin_files() -> list[Path]:
     files = [*ROOT.glob("plugins/*/longca_plugin_*/**/*.py"), *ROOT.glob("plugins/*/tests/**/*.py"),
-             *ROOT.glob("longca_cli/longca_cli/plugin_template/**/*.py")]
+             *ROOT.glob("longca_cli/longca_cli/plugin_templates/**/*.py")]
     return sorted(f for f in files if ".egg-info" not in str(f))
 
 
@@ -73,7 +73,7 @@ def test_checker_finds_imports_past_the_face(snippet, bad):
 
 def test_every_plugin_module_imports_only_the_face():
     files = plugin_files()
-    assert len(files) > 60 and any("plugin_template" in str(f) for f in files)
+    assert len(files) > 60 and any("plugin_templates" in str(f) for f in files)
     found = [hit for f in files for hit in imports_past_face(f.read_text(), str(f.relative_to(ROOT)))]
     assert not found, "import these through `from longca import plugin` (add the name to longca.plugin):\n" + \
         "\n".join(found)

@@ -25,7 +25,7 @@ from longca_cli.main import app
 
 from .test_report import row, write
 
-TEMPLATE = Path(__file__).resolve().parents[1] / "longca_cli" / "longca_cli" / "plugin_template"
+TEMPLATE = Path(__file__).resolve().parents[1] / "longca_cli" / "longca_cli" / "plugin_templates" / "kernel"
 
 
 @pytest.fixture(scope="module")

@@ -83,15 +83,17 @@ def plugins(fmt: str = FormatOpt) -> None:
 @app.command("new-plugin")
 @cli_errors
 def new_plugin(
-    name: str = typer.Argument(..., help="plugin and kernel name: lower-case letters, digits, '_'"),
+    name: str = typer.Argument(..., help="plugin name (also the kernel's, mask's, ...): a-z, 0-9, '_'"),
+    kind: str = typer.Option("kernel", "--kind", "-k", help="kernel, mask, sampler or strategy (a CP strategy)"),
     output: Path | None = typer.Option(None, help="folder to create (default: ./longca-plugin-NAME)"),
-    template: Path | None = typer.Option(None, help="template folder (default: the one shipped with longca-cli)"),
+    template: Path | None = typer.Option(None, help="template folder (default: KIND's, shipped with longca-cli)"),
 ) -> None:
-    """Create a kernel plugin from the template; it installs and passes its tests as it stands."""
-    from .newplugin import create_plugin, next_steps
+    """Create a plugin of any kind from its template; it installs and passes its tests as it stands."""
+    from .newplugin import create_plugin, kind_of, next_steps
 
-    taken = {n: e.plugin.distribution for n, e in _registry().entries["kernels"].items()}
-    typer.echo(next_steps(name, create_plugin(name, output, template, taken)))
+    entries = _registry().entries[kind_of(kind).registry_kind]
+    taken = {n: e.plugin.distribution for n, e in entries.items()}
+    typer.echo(next_steps(name, create_plugin(name, output, template, taken, kind), kind))
 
 
 @app.command("list-kernels")

@@ -68,6 +68,11 @@ GATHER_BWD_FULL = 2 + GATHER_CALLS * 2 * 3
 # call's keys (one more zero fill of each per rank)
 FA3_GATHER_BWD_FULL = GATHER_BWD_FULL + 2
 BACKENDS = ("fa3", "te")
+# The source's baselines whose backward goes through its TE ring function, which repeats K and V to the query
+# heads, also on a ring of one (USP and LoongTrain on one node of 8): names of the source's implementations, not a
+# property of a schedule (a ring of one is priced as Ulysses' single call otherwise). Only the published-figure
+# validation prices with this module; another strategy has no published baseline to price.
+TE_RING_BASELINES = ("ring-p2p", "usp", "loongtrain")
 
 
 def te_repeat_units(group: int) -> tuple[int, int, int]:
@@ -99,7 +104,7 @@ class PublishedBaselines:
         if self.backend == "fa3":
             return (FWD_ROWS * q + FWD_KEYS * k) / hbm_bytes_per_ms, (BWD_ROWS * q + BWD_KEYS * k) / hbm_bytes_per_ms
         zero = np.zeros_like(q)
-        if problem.strategy not in ("ring-p2p", "usp", "loongtrain") or heads_kv >= heads_q:
+        if problem.strategy not in TE_RING_BASELINES or heads_kv >= heads_q:
             return zero, zero  # TE's Ulysses calls the kernel on its inputs as they are; Ring All-Gather: gather_ms
         repeat, written, summed = te_repeat_units(heads_q // heads_kv)
         return zero, (repeat + written + summed) * k / hbm_bytes_per_ms

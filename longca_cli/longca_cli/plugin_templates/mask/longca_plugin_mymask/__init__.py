@@ -1,0 +1,1 @@
+"""longca mask plugin `mymask`."""

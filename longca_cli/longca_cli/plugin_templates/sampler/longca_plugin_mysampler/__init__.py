@@ -1,0 +1,1 @@
+"""longca sampler plugin `mysampler`."""

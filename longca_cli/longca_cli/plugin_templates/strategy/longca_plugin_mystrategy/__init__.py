@@ -1,0 +1,1 @@
+"""longca CP strategy plugin `mystrategy`."""
