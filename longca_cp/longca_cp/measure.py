@@ -53,6 +53,21 @@ def resolve(problem: Problem, options: dict[str, Any], registry: Registry | None
     return spec.resolve_options(problem, dict(options)) if spec.resolve_options else dict(options)
 
 
+def check_options(problem: Problem, options: dict[str, Any], registry: Registry | None = None) -> None:
+    """Unknown option names as input errors, before anything runs; a resolve_options() that raises
+    otherwise or never returns is left to the case's own row (`longca_cp.cases`)."""
+    from longca.bounded import HookHung, call_bounded
+
+    try:
+        call_bounded(lambda: resolve(problem, options, registry), f"resolve_options() of {problem.strategy}")
+    except HookHung:
+        return
+    except LongcaError:
+        raise
+    except (Exception, SystemExit):  # noqa: BLE001 - the case's row says it
+        return
+
+
 def unsupported(problem: Problem, options: dict[str, Any], registry: Registry | None = None) -> str | None:
     """Why this strategy / inner kernel cannot run the problem, or None. Unknown names raise LongcaError."""
     registry = registry or get_registry()
