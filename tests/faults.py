@@ -17,4 +17,5 @@ def install(root: Path, entry_points: dict[str, str]) -> list[str]:
 
 
 KERNELS = {"faults-kernels": "longca_faults.kernels"}
+HANGS = {"faults-hangs": "longca_faults.hangs"}
 STRATEGIES = {"faults-cp": "longca_faults.strategies"}

@@ -16,6 +16,7 @@ RUN = ["run", "--kernel", "reference", "--seqlen", "128", "--heads", "2:2", "--h
        "--device", "cpu", "--warmup", "0", "--repeat", "1"]
 DIST = ["dist-run", "--strategy", "ring-p2p", "--nproc", "2", "--seqlen", "128", "--heads", "2:2", "--head-dim", "16",
         "--dtype", "float32", "--device", "cpu", "--warmup", "0", "--repeat", "1"]
+SIM = ["simulate", "--seqlen", "8k", "--world-sizes", "8", "--strategy", "ring-p2p"]
 ROW = {"kernel": "a", "mask": "causal", "seqlen": 8, "heads_q": 1, "heads_kv": 1, "head_dim": 8, "dtype": "float32",
        "direction": "fwd", "status": "ok", "tflops": 1.0}
 
@@ -52,6 +53,19 @@ CASES = {  # name -> (arguments, words of the one error line)
     "dist-run nproc 0": ([*DIST[:3], "--nproc", "0", *DIST[5:]], "--nproc must be positive"),
     "dist-run repeat 0": ([*DIST, "--repeat", "0"], "repeat must be an integer >= 1"),
     "dist-run timeout -1": ([*DIST, "--timeout", "-1"], "timeout must be a positive number"),
+    "sweep of /dev/zero": (["sweep", "/dev/zero"], "is not a regular file"),
+    "sweep of a huge file": (["sweep", "{d}/huge.toml"], "larger than 16 MiB"),
+    "compare output is a folder": (["compare", "{d}/res", "{d}/res", "--output", "{d}/spec.d"], "is a folder"),
+    "compare output under a file": (["compare", "{d}/res", "{d}/res", "--output", "{d}/afile/c.md"],
+                                    "afile is a file"),
+    "compare output is a device": (["compare", "{d}/res", "{d}/res", "--output", "/dev/null"],
+                                   "is not a regular file"),
+    "simulate --set not a number": ([*SIM, "--set", "intra.p2p.bandwidth_gbs=abc"], "not a number"),
+    "simulate --set negative": ([*SIM, "--set", "intra.p2p.bandwidth_gbs=-5"], "must be a finite number > 0"),
+    "simulate --set nan": ([*SIM, "--set", "hbm_gbs=nan"], "must be a finite number > 0"),
+    "simulate --set negative latency": ([*SIM, "--set", "inter.p2p.latency_us=-1"], "must be a finite number >= 0"),
+    "simulate output is a file": ([*SIM, "--output", "{d}/afile"], "is a file, not a folder"),
+    "simulate output under a file": ([*SIM, "--output", "{d}/afile/x"], "afile is a file"),
 }
 
 
@@ -62,6 +76,8 @@ def folder(tmp_path):
     (tmp_path / "escape.toml").write_text(SPEC.replace("[sweep]\n", '[sweep]\nname = "../.."\n'))
     (tmp_path / "bin.toml").write_bytes(b"\xff\xfe[sweep]\n")
     (tmp_path / "spec.d").mkdir()
+    with (tmp_path / "huge.toml").open("wb") as f:  # sparse: no disk used
+        f.truncate(17 * 2**20)
     (tmp_path / "res").mkdir()
     (tmp_path / "res" / "results.jsonl").write_text(json.dumps(ROW) + "\n")
     return tmp_path

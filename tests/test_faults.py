@@ -69,6 +69,8 @@ EXPECTED = {  # kernel -> (status, phase, words in the reason)
                                                "on cpu, expected shape (1, 128, 2, 16) float32 on cpu"),
     "fault-dtype-run": ("error", "first call", "has shape (1, 128, 2, 16) float64"),
     "fault-nan-run": ("error", "first call", "non-finite output: the output has 4096 NaN/Inf of 4096 values"),
+    "fault-interrupt-run": ("error", "first call", "KeyboardInterrupt: injected"),
+    "fault-base-run": ("error", "first call", "InjectedBaseException: injected"),
     "fault-raise-supports": ("error", "supports", "supports() raised ValueError"),
     "fault-exit-supports": ("error", "supports", "supports() raised SystemExit: 3"),
     "fault-raise-prepare": ("error", "prepare", "ValueError: injected fault"),

@@ -84,3 +84,62 @@ def test_report_page_in_headless_chromium(tmp_path):
         browser.close()
     assert not errors, errors
     assert all(url.startswith("file:") for url in requests), requests
+
+
+HOSTILE = '<!--<script>alert(1)</script></script><b>'
+
+
+def _hostile_folder(tmp_path):
+    rows = _rows()
+    rows.append({**rows[0], "kernel": '=HYPERLINK("http://x","y")', "status": "error", "tflops": None,
+                 "case_id": "hostile-1", "reason": HOSTILE})
+    rows.append({**rows[0], "kernel": "+cmd", "status": "error", "tflops": None, "case_id": "hostile-2",
+                 "reason": "-2+3", "backend": "@SUM(A1)"})
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = CliRunner().invoke(app, ["report", str(tmp_path), "--html", "--no-plots"])
+    assert result.exit_code == 0, result.output
+    return rows
+
+
+def test_row_strings_are_data_in_the_page_and_the_csv(tmp_path):
+    """Without a browser: the embedded data holds no `<` at all, and no CSV text cell starts a formula."""
+    import csv
+
+    _hostile_folder(tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    data = page.split('<script type="application/json" id="data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in data and ">" not in data
+    assert HOSTILE in json.dumps(json.loads(data))  # every string comes back whole
+    with (tmp_path / "report.csv").open(newline="") as f:
+        cells = [cell for line in csv.reader(f) for cell in line]
+    assert "'=HYPERLINK(\"http://x\",\"y\")" in cells and "'+cmd" in cells and "'-2+3" in cells and "'@SUM(A1)" in cells
+    assert not any(cell[:1] in "=+-@" for cell in cells if cell and not _number(cell))
+
+
+def _number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
+def test_hostile_row_strings_hide_nothing_in_headless_chromium(tmp_path):
+    """A reason holding `<!--<script>` leaves every row and plot shown and runs no script."""
+    chromium = _browser_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    rows = _hostile_folder(tmp_path)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=ARGS)
+        page = browser.new_page()
+        errors, dialogs = [], []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto((tmp_path / "report.html").as_uri())
+        assert page.locator("#rows tbody tr").count() == len(rows)
+        assert page.locator("#charts svg").count() == 3 * 2
+        assert page.locator("#rows tbody b").count() == 0  # the reason's <b> is text, not markup
+        assert HOSTILE in page.text_content("#rows")
+        browser.close()
+    assert not errors and not dialogs, (errors, dialogs)

@@ -7,9 +7,14 @@ from .plugins import Registry
 from .specs import head_dims_text
 
 
-def _availability(spec) -> tuple[bool, str]:
+def _availability(spec, plugin: str = "its plugin") -> tuple[bool, str]:
+    """(available, why not); a probe that raises or never returns is the reason, naming its plugin."""
+    from .bounded import HookHung, call_bounded
+
     try:
-        reason = spec.available()
+        reason = call_bounded(spec.available, f"available() of kernel {spec.name} ({plugin})")
+    except HookHung as exc:
+        reason = str(exc)
     except Exception as exc:  # noqa: BLE001 - a probe must not break a listing
         reason = f"{type(exc).__name__}: {exc}"
     return reason is None, reason or ""
@@ -20,7 +25,7 @@ def kernel_rows(registry: Registry) -> list[dict[str, Any]]:
     for name in registry.names("kernels"):
         entry = registry.entries["kernels"][name]
         spec = entry.spec
-        available, reason = _availability(spec)
+        available, reason = _availability(spec, f"plugin {entry.plugin.name} ({entry.plugin.distribution})")
         if entry.conflict:
             available, reason = False, entry.conflict
         rows.append({

@@ -52,8 +52,28 @@ def check_image_path(path: Path, what: str = "--output") -> Path:
     if fmt not in IMAGE_FORMATS:
         raise LongcaError(f"{what} {path}: cannot write a {fmt or 'extension-less'} picture; "
                           f"use one of: {', '.join('.' + f for f in IMAGE_FORMATS)}")
+    return check_file_path(path, what)
+
+
+def check_file_path(path: Path, what: str = "--output", example: str = "report.md") -> Path:
+    """A file to (over)write: not a folder, not a device, in a folder that can be written."""
+    path = Path(path)
+    if path.is_dir():
+        raise LongcaError(f"{what} {path} is a folder; give a file name such as {path / example}")
+    if path.exists() and not path.is_file():
+        raise LongcaError(f"{what} {path} is not a regular file (a device, pipe or socket)")
     check_writable_folder(path.parent if str(path.parent) else Path("."), what)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise LongcaError(f"{what} {path}: the file is not writable")
     return path
+
+
+def write_text_file(path: Path, text: str, what: str = "--output") -> None:
+    """Write a whole file or say in one line why not (a full disk, a read-only file system)."""
+    try:
+        path.write_text(text)
+    except OSError as exc:
+        raise LongcaError(f"{what} {path}: could not be written ({exc.strerror or exc})") from None
 
 
 def check_writable_folder(path: Path, what: str = "--output") -> Path:

@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 import pluggy
 
 from . import __version__, hookspecs
+from .bounded import HookHung, call_bounded
 from .errors import LongcaError, UnknownNameError
 from .specs import (
     ANY_BLOCK_SPARSE,
@@ -228,7 +229,10 @@ def _register(registry: Registry, pm: pluggy.PluginManager, plugin: PluginInfo, 
             continue
         plugin.hooks.append(hook_name)
         try:
-            specs = [spec for result in caller() for spec in (result or [])]
+            specs = [spec for result in call_bounded(caller, f"{hook_name}()") for spec in (result or [])]
+        except HookHung as exc:
+            plugin.errors.append(f"{UNAVAILABLE}{exc}; disable it with LONGCA_DISABLE_PLUGINS={plugin.name}")
+            continue
         except Exception as exc:  # noqa: BLE001 - a failing hook is an error on its plugin, the registry still loads
             plugin.errors.append(f"{hook_name}() failed: {type(exc).__name__}: {exc}")
             continue

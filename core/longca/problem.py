@@ -148,10 +148,13 @@ def lengths_problem(lengths: Any, total: int) -> str | None:
     return None
 
 
-def _plugin(registry: Registry, kind: str, name: str) -> str:
+def plugin_label(registry: Registry, kind: str, name: str) -> str:
     """`plugin NAME (distribution)`: who registered a spec, for error messages."""
     info = registry.entry(kind, name).plugin
     return f"plugin {info.name} ({info.distribution})"
+
+
+_plugin = plugin_label
 
 
 def check_mask_params(problem: Problem, registry: Registry | None = None) -> None:
@@ -188,6 +191,17 @@ def build_mask(problem: Problem, sample: int = 0, registry: Registry | None = No
     if spec.uses_documents:
         mask.params.setdefault("sampler", problem.sampler)
     return mask
+
+
+def bounded_build(problem: Problem, registry: Registry, seconds: float | None = None) -> Mask:
+    """`build_mask` in this process, bounded in time (`longca.bounded`): a builder that never
+    returns is a HookHung naming the mask's plugin."""
+    from .bounded import call_bounded
+
+    registry.mask(problem.mask)  # an unknown name is its own error, not a hang
+    return call_bounded(lambda: build_mask(problem, registry=registry),
+                        f"the builder of mask {problem.mask!r} ({plugin_label(registry, 'masks', problem.mask)})",
+                        seconds)
 
 
 def make_inputs(problem: Problem, sample: int = 0, requires_grad: bool = False):

@@ -115,9 +115,12 @@ def compare(
     noise, geometric means, a machine control; exit 1 when a case is slower than --threshold."""
     from longca.analysis import load
     from longca.compare import compare as compare_runs
+    from longca.outdir import check_file_path, write_text_file
 
     if fmt not in ("markdown", "json", "html"):
         raise LongcaError(f"unknown format {fmt!r}; known: markdown, json, html")
+    if output:
+        check_file_path(output)  # before reading either run
     cmp = compare_runs(load(base), load(new), parse_threshold(threshold), confidence)
     if not cmp.cases:
         raise LongcaError(f"no case of {new} was measured in {base}")
@@ -125,8 +128,7 @@ def compare(
     body = {"markdown": lambda: text, "json": lambda: json.dumps(cmp.as_dict(), indent=1, default=str) + "\n",
             "html": lambda: html_page(cmp, base, new, text)}[fmt]()
     if output:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(body)
+        write_text_file(output, body)
         typer.echo(f"wrote {output}", err=True)
     else:
         typer.echo(body, nl=False)

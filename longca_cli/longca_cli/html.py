@@ -190,7 +190,11 @@ def markdown_to_html(lines: list[str]) -> str:
 
 
 def _json_for_script(value: Any) -> str:
-    return json.dumps(value, default=str).replace("</", "<\\/")
+    """The page's data as inert script text: every `<`, `>` and `&` as a JSON escape, so no row
+    string (a reason holding `<!--<script>` or `</script>`) can end the data block or switch the
+    HTML parser into a state that swallows the rest of the page. JSON.parse reads them back."""
+    text = json.dumps(value, default=str)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def page(title: str, intro_html: str, rows: list[dict[str, Any]], columns: list[dict[str, Any]],

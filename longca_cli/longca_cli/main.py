@@ -180,11 +180,18 @@ def run(
     options = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check, timing=timing)
     big = False
     if problem.device_type == "cpu":  # names checked first: a warning must not precede a refusal
-        from longca.problem import build_mask
+        from longca.bounded import HookHung
+        from longca.problem import bounded_build
+        from longca.results import new_row
 
         registry = _registry()
         registry.kernel(problem.kernel)
-        build_mask(problem, registry=registry)  # mask, sampler and their parameters
+        try:  # mask, sampler and their parameters; a builder that never returns is the case's timeout
+            bounded_build(problem, registry, timeout)
+        except HookHung as exc:
+            row = new_row(problem, status="timeout", phase="mask", reason=str(exc))
+            render.result_row(row, fmt)
+            raise typer.Exit(1) from None
         big = render.warn_if_large_on_cpu(problem, warmup + repeat)
     with OutputFolder(output) if output else contextlib.nullcontext() as folder, Supervisor() as supervisor, \
             render.running(f"running {problem.kernel} {problem.mask} {problem.seqlen}", show=big):
@@ -338,12 +345,12 @@ def show_mask(
     _check_format(fmt, ("png", "json"))
     from longca.given import problem_from
     from longca.outdir import check_image_path
-    from longca.problem import build_mask
+    from longca.problem import bounded_build
 
     path = check_image_path(output or Path(f"{name}.png")) if fmt == "png" else None  # before building
     problem = problem_from("reference", name, seqlen, heads, sampler=sampler, seed=seed, mask_param=mask_param,
                            device="cpu")
-    built = build_mask(problem, registry=_registry())
+    built = bounded_build(problem, _registry())
     if fmt == "json":
         typer.echo(json.dumps(built.describe()))
         return

@@ -399,7 +399,16 @@ def write_csv(rows: list[Row], path: Path) -> None:
         for row in rows:
             full = {**row, "spread": analysis.spread(row), "of_peak": analysis.of_peak(row),
                     "of_datasheet": analysis.of_datasheet(row)}
-            writer.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in full.items()})
+            writer.writerow({k: csv_cell(json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in full.items()})
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet reads a cell starting so as a formula
+
+
+def csv_cell(value: Any) -> Any:
+    """A text cell a spreadsheet would run as a formula (`=HYPERLINK(...)` as a kernel name) gets a
+    leading `'`, which the spreadsheet shows as text; numbers are left as they are."""
+    return f"'{value}" if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
 
 
 def write_report(results: list[Path], directory: Path, plots: bool = True, memory: bool = False,

@@ -70,6 +70,7 @@ def simulate(
     if (seqlen is None) == (seqlen_per_rank is None):
         raise LongcaError("give exactly one of --seqlen-per-rank and --seqlen")
     from longca.given import parse_params
+    from longca.outdir import check_writable_folder
     from longca.plugins import get_registry
     from longca.results import ResultsWriter
     from longca.sizes import parse_heads, parse_size
@@ -77,6 +78,8 @@ def simulate(
     from longca_sim.request import int_list, pricing_from
     from longca_sim.simulate import Grid, aggregate_of, simulate_grid
 
+    if output:
+        check_writable_folder(output)  # before anything is priced
     hq, hkv = parse_heads(heads)
     pricing = pricing_from(inner, topology, gpus_per_node, calibration, figure, results, fit)
     get_registry().kernel(inner)

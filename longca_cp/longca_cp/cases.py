@@ -12,9 +12,11 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import asdict
 
+from longca.bounded import HookHung, call_bounded
 from longca.errors import LongcaError
-from longca.measure import RunOptions
-from longca.problem import Problem
+from longca.measure import RunOptions, failure_reason
+from longca.plugins import get_registry
+from longca.problem import Problem, plugin_label
 from longca.results import ResultRow, as_row, new_row
 from longca.supervisor import check_timeout, default_timeout
 
@@ -32,6 +34,31 @@ def _measure_under_torchrun(cases: list, run: RunOptions, backend: str, device: 
             return measure_in_group(local, cases, asdict(run))
         finally:
             dist.destroy_process_group()
+
+
+def _refusal(problem: Problem, options: dict[int, dict], i: int, timeout_s: float | None) -> ResultRow | None:
+    """The row of a case decided before ranks start: unsupported, or the strategy's or inner
+    kernel's resolve_options()/supports() raising (`error`) or never returning (`timeout`);
+    None when it runs. Fills `options[i]` with the resolved options (defaults filled here, on the
+    host that runs it). Unknown names stay input errors (LongcaError)."""
+    def decide() -> str | None:
+        options[i] = resolve(problem, problem.strategy_options)
+        return unsupported(problem, options[i])
+
+    what = (f"resolve_options()/supports() of strategy {problem.strategy} or inner kernel {problem.kernel} "
+            f"({plugin_label(get_registry(), 'strategies', problem.strategy or '')})")
+    try:
+        reason = call_bounded(decide, what, timeout_s)
+    except HookHung as exc:
+        return new_row(problem, status="timeout", phase="supports", reason=str(exc), strategy_options=options[i])
+    except LongcaError:
+        raise
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a raising check is this case's row, the others run
+        return new_row(problem, status="error", phase="supports", strategy_options=options[i],
+                       reason=f"resolve_options()/supports() raised {failure_reason(exc)}")
+    if reason:
+        return new_row(problem, status="unsupported", reason=reason, strategy_options=options[i])
+    return None
 
 
 def measure_cases(problems: list[Problem], run: RunOptions, backend: str, collective_timeout_s: float,
@@ -57,10 +84,10 @@ def measure_cases(problems: list[Problem], run: RunOptions, backend: str, collec
     todo = []
     options: dict[int, dict] = {}
     for i, problem in enumerate(problems):
-        options[i] = resolve(problem, problem.strategy_options)  # defaults filled here, on the host that runs it
-        reason = unsupported(problem, options[i])
-        if reason:
-            done(i, new_row(problem, status="unsupported", reason=reason, strategy_options=options[i]))
+        options[i] = dict(problem.strategy_options)
+        refused = _refusal(problem, options, i, case_timeout_s)
+        if refused is not None:
+            done(i, refused)
         else:
             todo.append(i)
     if todo and under_torchrun():

@@ -69,7 +69,7 @@ def _rank_main(rank: int, world: int, store: str, backend: str, device: str, con
             row = measure_rank(Problem(**{**fields, "device": local_device}), options, RunOptions(**run_fields),
                                phases=phases)
             conn.send(("done", row.model_dump() if row is not None else None))
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the supervisor builds the row from every rank
+        except BaseException as exc:  # noqa: BLE001 - the supervisor builds the row from every rank (SIGINT is ignored here)
             conn.send(("failed", {"reason": failure_reason(exc), "status": failure_status(exc),
                                   "phase": phases.current, "at": time.time()}))
 

@@ -53,6 +53,21 @@ def resolve(problem: Problem, options: dict[str, Any], registry: Registry | None
     return spec.resolve_options(problem, dict(options)) if spec.resolve_options else dict(options)
 
 
+def check_options(problem: Problem, options: dict[str, Any], registry: Registry | None = None) -> None:
+    """Unknown option names as input errors, before anything runs; a resolve_options() that raises
+    otherwise or never returns is left to the case's own row (`longca_cp.cases`)."""
+    from longca.bounded import HookHung, call_bounded
+
+    try:
+        call_bounded(lambda: resolve(problem, options, registry), f"resolve_options() of {problem.strategy}")
+    except HookHung:
+        return
+    except LongcaError:
+        raise
+    except (Exception, SystemExit):  # noqa: BLE001 - the case's row says it
+        return
+
+
 def unsupported(problem: Problem, options: dict[str, Any], registry: Registry | None = None) -> str | None:
     """Why this strategy / inner kernel cannot run the problem, or None. Unknown names raise LongcaError."""
     registry = registry or get_registry()
@@ -80,6 +95,29 @@ def _reduce(ranks: list) -> tuple[tuple[float, float, float], list[float], int |
             float(max(r[2] for r in ranks)), float(max(medians)))
 
 
+def gather_timings(times: list[float], peak: int | None, prepare_ms: float, group,
+                   device: torch.device) -> list[tuple[list[float], int | None, float]]:
+    """Every rank's (times, peak, prepare ms) through tensor collectives, never all_gather_object:
+    gloo ranks listen on 127.0.0.1 and an object collective unpickles whatever arrives, so what a
+    rank sends is numbers only (docs/reliability.md)."""
+    on = device if dist.get_backend(group) == "nccl" else torch.device("cpu")
+    world = dist.get_world_size(group)
+    length = torch.tensor([len(times)], dtype=torch.int64, device=on)
+    lengths = [torch.zeros_like(length) for _ in range(world)]
+    dist.all_gather(lengths, length, group=group)
+    longest = int(max(int(n.item()) for n in lengths))
+    packed = torch.full((3 + longest,), float("nan"), dtype=torch.float64, device=on)
+    packed[0], packed[1], packed[2] = len(times), -1.0 if peak is None else float(peak), prepare_ms
+    packed[3:3 + len(times)] = torch.tensor(times, dtype=torch.float64)
+    gathered = [torch.empty_like(packed) for _ in range(world)]
+    dist.all_gather(gathered, packed, group=group)
+    out = []
+    for row in (g.cpu().tolist() for g in gathered):
+        n = int(row[0])
+        out.append((row[3:3 + n], None if row[1] < 0 else int(row[1]), row[2]))
+    return out
+
+
 def _sample(spec, problem: Problem, options: dict, inner, sample: int, run: RunOptions, check: bool,
             group, device: torch.device, registry: Registry, phases: Phases) -> Sample:
     needs_grad = problem.direction != "fwd"
@@ -101,8 +139,7 @@ def _sample(spec, problem: Problem, options: dict, inner, sample: int, run: RunO
                         "this rank's output")
     timed = time_step(step, device, run, before_timing=lambda: dist.barrier(group), phases=phases)
     phases("gather")
-    ranks: list = [None] * dist.get_world_size(group)
-    dist.all_gather_object(ranks, [timed.times, timed.peak, prepare_ms], group=group)
+    ranks = gather_timings(timed.times, timed.peak, prepare_ms, group, device)
     ms, iterations, peak, prepare_max, slowest = _reduce(ranks)
     flops = problem_flops(problem, mask.area)
     errors = None

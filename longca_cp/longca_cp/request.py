@@ -11,7 +11,7 @@ from longca.plugins import Registry, get_registry
 from longca.problem import Problem
 
 from .launch import default_backend, under_torchrun
-from .measure import resolve
+from .measure import check_options
 
 
 def strategy_names(text: str, registry: Registry | None = None) -> list[str]:
@@ -89,6 +89,6 @@ def dist_run(problem: Problem, strategies: str, given: dict[str, Any], nproc: in
     for name in names:
         cp = problem.with_(strategy=name, world_size=world)
         options = options_for(name, given, names, registry)
-        resolve(cp, options, registry)
+        check_options(cp, options, registry)
         problems.append(cp.with_(strategy_options=options))
     return DistRun(problems, chosen)

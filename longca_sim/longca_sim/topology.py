@@ -23,6 +23,7 @@ figures replace the preset's (`Topology.with_calibration`); every figure can als
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -97,22 +98,36 @@ class Topology:
         for key, value in (figures or {}).items():
             parts = key.split(".")
             if parts == ["hbm_gbs"]:
-                topo = replace(topo, hbm_gbs=float(value))
+                topo = replace(topo, hbm_gbs=figure_value(key, value))
                 continue
             if parts == ["memory_gb"]:
-                topo = replace(topo, memory_gb=float(value))
+                topo = replace(topo, memory_gb=figure_value(key, value))
                 continue
             if len(parts) != 3 or parts[0] not in ("intra", "inter") or parts[1] not in COLLECTIVES \
                     or parts[2] not in ("bandwidth_gbs", "latency_us"):
                 raise LongcaError(f"unknown topology figure {key!r}; use e.g. intra.p2p.bandwidth_gbs, "
                                   f"inter.all_to_all.latency_us, hbm_gbs, memory_gb")
             table = dict(getattr(topo, parts[0]))
-            table[parts[1]] = replace(table[parts[1]], **{parts[2]: float(value)})
+            number = figure_value(key, value, zero_ok=parts[2] == "latency_us")
+            table[parts[1]] = replace(table[parts[1]], **{parts[2]: number})
             topo = replace(topo, intra=table) if parts[0] == "intra" else replace(topo, inter=table)
         return topo
 
     def describe(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def figure_value(key: str, value: Any, zero_ok: bool = False) -> float:
+    """A hand-set figure as a finite positive number (a latency may be 0): `abc`, `-5` or `nan`
+    would price every case as nonsense, so they are refused with one line."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise LongcaError(f"--set {key}={value}: not a number") from None
+    if not math.isfinite(number) or number < 0 or (number == 0 and not zero_ok):
+        raise LongcaError(f"--set {key}={value}: must be a finite number "
+                          f"{'>= 0' if zero_ok else '> 0'}")
+    return number
 
 
 def _links(bandwidth: float, a2a: float, latency: float, p2p_latency: float) -> dict[str, Link]:

@@ -144,6 +144,16 @@ def _refused(spec: KernelSpec, problem: Problem, options: RunOptions, registry: 
     return False
 
 
+def interrupted_by_user(exc: BaseException) -> bool:
+    """A KeyboardInterrupt that Ctrl-C can have sent: it ends the run. In workers and ranks SIGINT
+    is ignored (`procs.become_worker`), so there one can only come from the kernel: a row."""
+    import signal
+    import threading
+
+    return (isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN)
+
+
 def run_problem(problem: Problem, options: RunOptions | None = None,
                 registry: Registry | None = None, phases: Phases | None = None) -> ResultRow:
     """Measure one problem in this process and return its row; never raises for kernel failures.
@@ -177,7 +187,9 @@ def run_problem(problem: Problem, options: RunOptions | None = None,
         except UnsupportedError as exc:  # the kernel refused this problem once it saw it
             row.status, row.reason = "unsupported", str(exc)
             return row
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - recorded in the row, the sweep goes on
+        except BaseException as exc:  # noqa: BLE001 - recorded in the row, the sweep goes on
+            if interrupted_by_user(exc):
+                raise
             log.debug("case failed", exc_info=True)
             if problem.device_type == "cuda":
                 torch.cuda.empty_cache()

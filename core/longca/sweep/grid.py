@@ -56,14 +56,14 @@ def _cp_problem(spec: SweepSpec, problem: Problem, strategy: str, world: int) ->
 def expand(spec: SweepSpec, registry: Registry | None = None) -> list[Problem]:
     """The grid as a list, every case checked before anything runs: mask parameters, and CP
     options (unknown names are LongcaErrors)."""
-    from longca_cp.measure import resolve
+    from longca_cp.measure import check_options
 
     registry = registry or get_registry()
     cases = list(problems(spec, registry))
     for problem in cases:
         check_mask_params(problem, registry)
         if problem.strategy:
-            resolve(problem, problem.strategy_options, registry)
+            check_options(problem, problem.strategy_options, registry)
     return cases
 
 

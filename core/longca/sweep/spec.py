@@ -141,9 +141,18 @@ def default_output(spec: SweepSpec) -> Path:
     return Path(spec.output) if spec.output else Path("results") / spec.name
 
 
+SPEC_MAX_BYTES = 16 * 2**20  # a spec is a few kB: more is not a spec (and /dev/zero never ends)
+
+
 def _read_toml(path: Path) -> Any:
     try:
-        return tomllib.loads(path.read_bytes().decode("utf-8"))
+        if path.exists() and not path.is_dir() and not path.is_file():
+            raise LongcaError(f"spec {path} is not a regular file (a device, pipe or socket); give the TOML file")
+        with path.open("rb") as f:
+            data = f.read(SPEC_MAX_BYTES + 1)
+        if len(data) > SPEC_MAX_BYTES:
+            raise LongcaError(f"spec {path} is larger than {SPEC_MAX_BYTES // 2**20} MiB; is it a TOML spec?")
+        return tomllib.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise LongcaError(f"spec file {path} does not exist") from None
     except IsADirectoryError:
