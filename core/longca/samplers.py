@@ -14,7 +14,7 @@ import numpy as np
 
 from .errors import LongcaError
 from .hookspecs import hookimpl
-from .packs import sample_magi_packs
+from .packs import MIN_CHUNK, sample_magi_packs
 from .specs import SamplerSpec
 
 CORPORA = {
@@ -111,6 +111,15 @@ def _corpus_sampler(corpus: str):
     return lambda total, rng, max_len=0, split=0: sample_corpus(corpus, total, rng, max_len, split)
 
 
+def sample_packs_or_magi(total: int, rng: np.random.Generator, chunk_ratio: float = 0.25, shuffle_seed: int = 42,
+                         first: int = 0, draw: int = 0) -> np.ndarray:
+    """The source's packs; below a 1024-token chunk (the source runs no such total, and its list of pieces
+    would not fit in memory) the `magi` sampler's documents of the same length histogram instead."""
+    if 0 < float(chunk_ratio) <= 1 and int(total) * float(chunk_ratio) < MIN_CHUNK:
+        return sample_magi(total, rng, chunk_ratio)
+    return sample_magi_packs(total, rng, chunk_ratio, shuffle_seed, first, draw)
+
+
 def sample_uniform(total: int, rng: np.random.Generator, min_len: int = 1, max_len: int = 0) -> np.ndarray:
     max_len = int(max_len) or max(1, total // 4)
     if not 1 <= int(min_len) <= max_len:
@@ -138,7 +147,9 @@ def longca_samplers() -> list[SamplerSpec]:
                              {"chunk_ratio": "documents longer than this share of the total are cut (default 0.25)"}))
     specs.append(SamplerSpec("magi-packs", "MagiAttention's CP-benchmark packs themselves: draw i is pack first + i "
                                            "of the source's fixed list (pieces cut at chunk_ratio x total, shuffled "
-                                           "with shuffle_seed, packed in order, packs shuffled)", sample_magi_packs,
+                                           "with shuffle_seed, packed in order, packs shuffled; totals whose chunk "
+                                           "is under 1024 tokens, which the source never packs, draw from magi)",
+                             sample_packs_or_magi,
                              {"chunk_ratio": "documents longer than this share of the total are cut (default 0.25)",
                               "shuffle_seed": "the source's shuffle seed (default 42, its SEED)",
                               "first": "the pack draw 0 takes (default 0, the source's first)"}, takes_draw=True))

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from longca.errors import LongcaError
-from longca.packs import MIN_CHUNK, pack_at, source_packs, source_pieces
+from longca.packs import MIN_CHUNK, pack_at, sample_magi_packs, source_packs, source_pieces
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask
 from longca.samplers import load_magi
@@ -80,9 +80,15 @@ def test_draw_i_is_pack_i():
     assert sampler.sample(65536, np.random.default_rng(9), draw=2).tolist() == packs[2].tolist()  # rng unused
 
 
-def test_short_lengths_are_refused_in_one_line():
+def test_short_lengths_draw_from_magi_and_bad_ratios_are_refused_in_one_line():
+    from longca.samplers import sample_magi
+
     problem = Problem(kernel="reference", mask="causal_document", seqlen=MIN_CHUNK * 2, sampler="magi-packs")
+    sampler = get_registry().sampler("magi-packs")
+    for total in (1, 1000, MIN_CHUNK * 2):
+        assert sampler.sample(total, np.random.default_rng(5)).tolist() == \
+            sample_magi(total, np.random.default_rng(5)).tolist()
     with pytest.raises(LongcaError, match="below 1024 tokens a chunk"):
-        build_mask(problem, 0)
+        sample_magi_packs(MIN_CHUNK * 2, np.random.default_rng(0))
     with pytest.raises(LongcaError, match="chunk_ratio"):
         build_mask(problem.with_(seqlen=65536, sampler_params={"chunk_ratio": 2}), 0)
