@@ -13,7 +13,6 @@ import logging
 import os
 import re
 import sys
-import threading
 from dataclasses import dataclass, field
 from importlib import import_module, metadata
 from typing import Any, Generic, TypeVar
@@ -258,33 +257,21 @@ def import_timeout_s() -> float:
 
 
 def load_guarded(ep: Any) -> Any:
-    """`ep.load()` in a thread bounded in time: a plugin that hangs at import (or calls sys.exit
+    """`ep.load()` bounded in time (`call_bounded`): a plugin that hangs at import (or calls sys.exit
     there) is an error of that plugin, and the others load. The hung thread is left behind (a
     daemon: it cannot keep the process alive); a re-run starts without it."""
-    result: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            result["value"] = ep.load()
-        except BaseException as exc:  # noqa: BLE001 - SystemExit at import included
-            result["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True, name=f"longca-import-{ep.name}")
-    thread.start()
-    thread.join(import_timeout_s())
-    if thread.is_alive():
-        raise ImportGuarded(f"the import did not finish in {import_timeout_s():g} s "
-                         f"(LONGCA_PLUGIN_IMPORT_TIMEOUT); disable it with LONGCA_DISABLE_PLUGINS={ep.name}")
-    error = result.get("error")
-    if isinstance(error, ValueError) and "main thread" in str(error):
-        return ep.load()  # it installs signal handlers at import: only the main thread may
-    if isinstance(error, SystemExit):
-        raise ImportGuarded(f"it called sys.exit({error.code!r}) while being imported")
-    if isinstance(error, KeyboardInterrupt):
-        raise error
-    if error is not None:
-        raise error
-    return result["value"]
+    limit = import_timeout_s()
+    try:
+        return call_bounded(ep.load, "the import", limit)
+    except HookHung:
+        raise ImportGuarded(f"the import did not finish in {limit:g} s (LONGCA_PLUGIN_IMPORT_TIMEOUT); "
+                            f"disable it with LONGCA_DISABLE_PLUGINS={ep.name}") from None
+    except ValueError as error:
+        if "main thread" in str(error):
+            return ep.load()  # it installs signal handlers at import: only the main thread may
+        raise
+    except SystemExit as error:
+        raise ImportGuarded(f"it called sys.exit({error.code!r}) while being imported") from None
 
 
 def load_registry() -> Registry:
