@@ -14,9 +14,10 @@ install:
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PIP) install $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	@if [ -n "$(TORCH_INDEX)" ]; then $(PYTHON) -c "import sys, torch; sys.exit('a CPU build was asked for (TORCH_INDEX) but torch ' + torch.__version__ + ' is a CUDA build' if torch.version.cuda else 0)"; fi
 	$(PIP) install "setuptools>=77" pytest
-	# core as a path entry (compat): its regular package `longca` then wins over a checkout folder
-	# named longca in the current directory, which Python would otherwise import as a namespace
-	$(PIP) install --config-settings editable_mode=compat -e core
+	# core, runner and testing as path entries (compat): their regular packages then win over a folder of
+	# the same name in the current directory (a checkout named longca; the checkout's own longca_runner/,
+	# longca_testing/), which Python would otherwise import as a namespace without running its __init__
+	$(PIP) install --config-settings editable_mode=compat -e core -e longca_runner -e longca_testing
 	$(PIP) install -e longca_flashplan -e longca_cp -e longca_sim -e longca_cli $(foreach p,$(PLUGINS),-e $(p))
 
 test:
@@ -27,7 +28,7 @@ lint:  # ruff and mypy at the versions CI pins (.ci/run); both must report nothi
 	$(PYTHON) -m mypy  # the paths in pyproject.toml's [tool.mypy]; about 40 s on 2 cores, seconds when cached
 
 wheels:  # every distribution's wheel into dist/ (for pip install --find-links dist ...)
-	$(PIP) wheel --no-deps --no-build-isolation --wheel-dir dist ./core ./longca_flashplan ./longca_cp ./longca_sim ./longca_cli $(addprefix ./,$(PLUGINS))
+	$(PIP) wheel --no-deps --no-build-isolation --wheel-dir dist ./core ./longca_runner ./longca_testing ./longca_flashplan ./longca_cp ./longca_sim ./longca_cli $(addprefix ./,$(PLUGINS))
 
 test-gpu:
 	$(PYTHON) -m pytest -q -m "longca_gpu or gpu"

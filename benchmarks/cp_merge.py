@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from longca import merge
-from longca.timing import time_ms
+from longca_runner.timing import time_ms
 
 BYTES = {"before": 34, "eager": 18, "compiled": 10}
 COMPILED = torch.compile(merge.merge_, dynamic=True, fullgraph=True)

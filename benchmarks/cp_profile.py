@@ -3,7 +3,7 @@
 At world size 1 a strategy should cost what its inner kernel costs. This runs each strategy's
 step (as `longca_cp.measure` does: `prepare`, `dispatch`, then `attention` forward or its
 backward) and the inner kernel's own plugin call (`prepare` + `run`, the sweep's baseline), and
-times them with `longca.timing.time_interleaved`: the kernel alone and every strategy take turns
+times them with `longca_runner.timing.time_interleaved`: the kernel alone and every strategy take turns
 call by call, so a ratio is not the drift of the GPU's clock between two blocks of calls (on the
 H200 the same 52 ms kernel read 52.1-57.5 ms in blocks timed one after another). With
 `--profile-steps` it also runs each step under `torch.profiler` and writes its device time per
@@ -33,13 +33,13 @@ import torch
 import torch.distributed as dist
 
 from longca.errors import LongcaError, UnsupportedError
-from longca.measure import make_step, seeded_dout, unsupported_reason
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.sizes import format_size, parse_heads, parse_size
-from longca.timing import time_interleaved
 from longca_cp.inner import inner_kernel
 from longca_cp.measure import resolve, unsupported
+from longca_runner.measure import make_step, seeded_dout, unsupported_reason
+from longca_runner.timing import time_interleaved
 
 
 def strategy_parts(problem: Problem, registry, options: dict | None = None):

@@ -1,6 +1,6 @@
 """flashmask against FlexAttention, side by side in one run; flashmask's split and fused backward.
 
-Both kernels are measured through `longca.measure.run_problem` on the same problems (same mask
+Both kernels are measured through `longca_runner.measure.run_problem` on the same problems (same mask
 draw, same inputs, same timing: CUDA events, L2 flushed, median). `--flex direct` (the default)
 times the hand-written direct Flex call of `benchmarks/plugin_vs_direct.py` (its attention-gym
 style mask_mod, `create_block_mask`, compiled `flex_attention`), what a Flex user runs;
@@ -36,12 +36,12 @@ from typing import Any
 import torch
 
 from longca.masks.catalog import STATIC_MASKS
-from longca.measure import RunOptions, make_step, run_problem, seeded_dout
 from longca.plugins import PluginInfo, Registry, get_registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.sizes import format_size, parse_heads, parse_size
 from longca.specs import KernelSpec
-from longca.timing import summarize, time_ms
+from longca_runner.measure import RunOptions, make_step, run_problem, seeded_dout
+from longca_runner.timing import summarize, time_ms
 
 log = logging.getLogger("flashmask_vs_flex")
 HETEROGENEOUS = ("share_question", "causal_blockwise", "prefix_lm_causal", "prefix_lm_document",
@@ -159,8 +159,8 @@ def tune(registry: Registry, base: Problem, masks: list[str], mode: str,
 
     Each candidate's gradients are compared with those of the split backward's defaults on the
     same inputs; a candidate more than TUNE_TOLERANCE away (or failing) is not chosen."""
-    from longca.measure import rel_err
     from longca_plugin_flashmask import configs
+    from longca_runner.measure import rel_err
 
     spec = registry.kernel("flashmask")
     problems = [base.with_(mask=m, direction="bwd") for m in masks]

@@ -4,7 +4,7 @@ For seeded problems (the inputs `longca.problem.make_inputs` gives the bfloat16 
 float32 reference once on the bfloat16 inputs and once on the same inputs quantized to FP8 with
 per-tensor scaling (`longca.fp8.quantize_fp8`) and dequantized, and prints the relative Frobenius
 error of the output and, for the backward, of dq, dk, dv (dout quantized too). These numbers justify
-the FP8 tolerances in `longca.measure.TOLERANCE` (docs/fp8.md). CPU is enough:
+the FP8 tolerances in `longca_runner.measure.TOLERANCE` (docs/fp8.md). CPU is enough:
 
     python benchmarks/fp8_error.py --seqlens 1024 2048 --seeds 0 1 2
 """
@@ -17,8 +17,8 @@ import torch
 
 from longca import reference
 from longca.fp8 import dequantize_fp8, quantize_fp8
-from longca.measure import rel_err, seeded_dout
 from longca.problem import Problem, build_mask, make_inputs
+from longca_runner.measure import rel_err, seeded_dout
 
 
 def errors(problem: Problem, fp8: str) -> dict[str, float]:

@@ -1,7 +1,7 @@
 """The harness's own overhead: `longca`'s timing of a kernel against a bare call of the same function.
 
-The harness side is `longca.measure.run_problem` (the path every case takes); its timing loop is
-`longca.measure.time_step`. On a GPU the bare side is `triton.testing.do_bench` (median, its own
+The harness side is `longca_runner.measure.run_problem` (the path every case takes); its timing loop is
+`longca_runner.measure.time_step`. On a GPU the bare side is `triton.testing.do_bench` (median, its own
 L2 flush); on a CPU it is a plain perf_counter loop around the same call. Not a timed test: prints
 a table.
 
@@ -14,10 +14,10 @@ import functools
 import statistics
 import time
 
-from longca.measure import RunOptions, make_step, run_problem, seeded_dout
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.sizes import parse_heads, parse_size
+from longca_runner.measure import RunOptions, make_step, run_problem, seeded_dout
 
 
 def bare_ms(fn, device: str, warmup: int, repeat: int) -> float:

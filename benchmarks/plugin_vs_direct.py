@@ -4,7 +4,7 @@ A benchmark is fair only if each kernel runs as its users run it. For every (ker
 direction) this times the plugin (`spec.prepare` + `spec.run`, what `longca` measures) and a
 call written here by hand the way that library's users write it, on the same mask draw and the
 same tensors, with the same timer (CUDA events, L2 flushed before each call), the two taking
-turns call by call (`longca.timing.time_interleaved`: plugin, direct, plugin, ...; at least
+turns call by call (`longca_runner.timing.time_interleaved`: plugin, direct, plugin, ...; at least
 `--target-ms` of calls per side and round), for `--rounds` rounds; each side's time is the
 median of all its calls. `ratio` = direct ms / plugin ms
 (1.0: the plugin is as fast as the direct call; below 1: the plugin is slower). The forward
@@ -54,11 +54,11 @@ import torch
 
 from longca.flops import attention_flops
 from longca.masks.catalog import STATIC_MASKS
-from longca.measure import make_step, seeded_dout, unsupported_reason
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.sizes import parse_heads, parse_size
-from longca.timing import time_interleaved, time_ms
+from longca_runner.measure import make_step, seeded_dout, unsupported_reason
+from longca_runner.timing import time_interleaved, time_ms
 
 Direct = Callable[..., torch.Tensor]  # direct(q, k, v) -> out (B, S, H, D), autograd-aware
 

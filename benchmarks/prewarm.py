@@ -1,6 +1,6 @@
 """Compile a sweep's kernels before the sweep, in parallel processes (compilation is serial per kernel).
 
-A thin script over `longca.prewarm` (which `longca bench` also runs on CUDA for the kernels that
+A thin script over `longca_runner.prewarm` (which `longca bench` also runs on CUDA for the kernels that
 declare `compiles`): each case of the spec runs once (no timing, one mask sample) in `--workers`
 processes, which fills inductor's and Triton's caches on disk; the sweep that follows then loads
 the compiled kernels. It changes no measurement: timings come from the sweep itself.
@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from longca import prewarm
 from longca.errors import LongcaError
 from longca.results import ResultsWriter
-from longca.sweep import load_spec
+from longca_runner import prewarm
+from longca_runner.sweep import load_spec
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 flush between replays) and device time from torch.profiler, for given kernels at given lengths.
 Where events read far above the other two, the kernel's launch and host work are in its time.
 
-Each (kernel, length, mode) is one case measured by `longca.measure.run_problem` in a supervised
+Each (kernel, length, mode) is one case measured by `longca_runner.measure.run_problem` in a supervised
 worker (a kernel that cannot be captured in a graph gives its row with the reason); writes
 OUTPUT/rows.jsonl and OUTPUT/table.md (ms per call, and each mode over events).
 
@@ -18,13 +18,13 @@ import sys
 from pathlib import Path
 
 from longca.errors import LongcaError
-from longca.measure import RunOptions, check_device
 from longca.plugins import get_registry
 from longca.problem import Problem
 from longca.results import ResultRow, ResultsWriter
 from longca.sizes import format_size, parse_heads, parse_size
-from longca.supervisor import Supervisor
-from longca.timing import TIMING_MODES, check_timing
+from longca_runner.measure import RunOptions, check_device
+from longca_runner.supervisor import Supervisor
+from longca_runner.timing import TIMING_MODES, check_timing
 
 DEFAULT_KERNELS = "sdpa,fa2,fa4,cudnn,flex,flex-fa4"
 

@@ -16,7 +16,7 @@ write it, on the same global q, k, v (as (B, H, S, D)), the same load balancer a
   the mask_mod a Flex user writes (`plugin_vs_direct.user_mask_mod`, not longca's mask_mods).
 
 The two take turns by rounds (direct, plugin; then plugin, direct; ...), each round `--round-calls`
-calls timed by `longca.timing.time_ms` (CUDA events, L2 flushed; the host clock on CPU), every rank
+calls timed by `longca_runner.timing.time_ms` (CUDA events, L2 flushed; the host clock on CPU), every rank
 entering each round together. Per rank the median of each; a row holds the mean of the rank medians
 (as `longca dist-run` reports), `ratio` = direct ms / plugin ms (1.0: the plugin costs nothing) and
 `rel_diff` = |out_plugin - out_direct| / |out_direct| of the gathered outputs. Writes `rows.jsonl`
@@ -44,13 +44,13 @@ import torch
 import torch.distributed as dist
 
 from longca.errors import LongcaError
-from longca.measure import make_step, seeded_dout
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.sizes import format_size, parse_heads, parse_size
-from longca.timing import synchronize, time_ms
 from longca_cp.launch import default_backend, init_group, spawn, under_torchrun
 from longca_cp.measure import resolve, unsupported
+from longca_runner.measure import make_step, seeded_dout
+from longca_runner.timing import synchronize, time_ms
 
 
 def _sibling(name: str):

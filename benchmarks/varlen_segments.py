@@ -116,7 +116,7 @@ def crop_cases(grid: dict[str, Any], sampler: str, seed: int) -> tuple[list[dict
 
 
 def time_call(fn: Callable[[], object], device, warmup: int, repeat: int) -> list[float]:
-    from longca.timing import time_ms
+    from longca_runner.timing import time_ms
 
     return time_ms(fn, device, warmup=warmup, repeat=repeat)
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from longca.anchors import Anchor, beside, load_anchors
 from longca.errors import LongcaError
 from longca.results import ResultsWriter
+from longca_cli.anchors import Anchor, beside, load_anchors
 from longca_cli.main import app
 
 if sys.version_info >= (3, 11):
@@ -36,8 +36,8 @@ def test_the_shipped_anchors_carry_their_sources_and_are_package_data():
         ("causal", "fwd", 695), ("causal_document", "fwd", 583), ("causal_document", "bwd", 425),
         ("full", "fwd", 700), ("full", "bwd", 600)}
     assert all(a.source and a.gpu and a.head_dim == 128 and a.dtype == "bfloat16" for a in anchors)
-    data = tomllib.loads((ROOT / "core" / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert "data/published_anchors.json" in data["longca"]
+    data = tomllib.loads((ROOT / "longca_cli" / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "data/published_anchors.json" in data["longca_cli"]
 
 
 def test_exact_length_wins_and_the_best_kernel_is_taken():

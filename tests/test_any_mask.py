@@ -6,10 +6,10 @@ from pathlib import Path
 
 from longca.masks import slices as sl
 from longca.masks.mask import Mask
-from longca.measure import RunOptions, run_problem
 from longca.plugins import PluginInfo, load_registry
 from longca.problem import Problem
 from longca.specs import MaskSpec
+from longca_runner.measure import RunOptions, run_problem
 
 
 def every_other_block(ctx):
@@ -57,7 +57,7 @@ FIXTURE = Path(__file__).resolve().parent / "fixtures" / "static_mask_plugin"
 DRIVER = """
 import json
 from longca.plugins import get_registry
-from longca.sweep import SweepSpec
+from longca_runner.sweep import SweepSpec
 print("RESULT " + json.dumps(SweepSpec(kernels=["reference"], seqlens=[512], masks="static").mask_names()))
 """
 

@@ -9,9 +9,9 @@ import warnings
 
 from rich.progress import TimeRemainingColumn
 
-from longca import warnlog
 from longca_cli import render
 from longca_cli.main import LOG_FILE, warnings_to
+from longca_runner import warnlog
 
 
 def test_warnings_go_to_the_log_not_the_terminal(tmp_path, capsys):
@@ -27,7 +27,7 @@ def test_warnings_go_to_the_log_not_the_terminal(tmp_path, capsys):
 
 def test_a_worker_follows_the_environment(tmp_path):
     log = tmp_path / LOG_FILE
-    code = ("import warnings; from longca import warnlog; warnlog.from_env(); "
+    code = ("import warnings; from longca_runner import warnlog; warnlog.from_env(); "
             "warnings.warn('triton: autotuning', UserWarning)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, warnlog.ENV: str(log)}, check=True)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from longca import analysis, plugin, reference
-from longca.measure import RunOptions
+from longca import plugin, reference
 from longca.plugins import PluginInfo, get_registry
 from longca.problem import Problem
-from longca.supervisor import measure_case
+from longca_cli import analysis
 from longca_cli.report import CAVEAT, markdown
+from longca_runner.measure import RunOptions
+from longca_runner.supervisor import measure_case
 
 from .test_report import row, write
 

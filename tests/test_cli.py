@@ -268,7 +268,7 @@ def test_run_sweep_checks_the_time_before_each_case(tmp_path, monkeypatch):
     """With a clock that advances 1 s per look and 1.5 s allowed, exactly one case runs."""
     import itertools
 
-    from longca import sweep
+    from longca_runner import sweep
 
     clock = itertools.count()
     monkeypatch.setattr(sweep.runner.time, "monotonic", lambda: next(clock))

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from longca import reference
-from longca.measure import RunOptions, rel_err, run_problem
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask
-from longca.testing.conformance import run_conformance
+from longca_runner.measure import RunOptions, rel_err, run_problem
+from longca_testing.conformance import run_conformance
 
 pytestmark = [pytest.mark.longca_gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]

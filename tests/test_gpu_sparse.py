@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from longca.measure import RunOptions, run_problem
 from longca.problem import Problem
 from longca.results import is_unavailable
+from longca_runner.measure import RunOptions, run_problem
 
 pytestmark = pytest.mark.longca_gpu
 OPTIONS = RunOptions(warmup=1, repeat=3, samples=1, check=True)

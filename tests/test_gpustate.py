@@ -8,8 +8,9 @@ import types
 
 import pytest
 
-from longca import analysis, gpustate
+from longca_cli import analysis
 from longca_cli.report import markdown
+from longca_runner import gpustate
 
 from .test_report import row, write
 

@@ -10,7 +10,7 @@ GPU_LIBRARIES = ("triton", "flash_attn", "flash_attn_interface", "flash_attn_3",
 
 SCRIPT = """
 import json, sys
-from longca.inventory import kernel_rows
+from longca_cli.inventory import kernel_rows
 from longca.plugins import get_registry
 rows = kernel_rows(get_registry())
 print(json.dumps({"kernels": [r["name"] for r in rows], "imported": [m for m in sys.argv[1:] if m in sys.modules]}))

@@ -5,8 +5,9 @@ import json
 import pytest
 import torch
 
-from longca import analysis, peaks
+from longca_cli import analysis
 from longca_cli.report import markdown
+from longca_runner import peaks
 
 from .test_report import RUN, row, write
 
@@ -40,7 +41,7 @@ def test_datasheet_figures_are_dense_and_sourced():
 
 def test_measured_peak_is_the_best_shape(monkeypatch):
     speed = {64: 1.0, 128: 0.5, 256: 20.0}  # ms per call by shape: 128 wins, not the largest
-    monkeypatch.setattr("longca.timing.time_ms", lambda fn, dev, warmup, repeat: [speed[len(fn())]] * repeat)
+    monkeypatch.setattr("longca_runner.timing.time_ms", lambda fn, dev, warmup, repeat: [speed[len(fn())]] * repeat)
     got = peaks.measure("cpu", ["float32"], shapes=(64, 128, 256), warm_seconds=0.0, repeat=3)
     assert got["float32"]["shape"] == [128, 128, 128]
     assert got["float32"]["tflops"] == pytest.approx(2 * 128 ** 3 / 0.5e-3 / 1e12)

@@ -14,8 +14,8 @@ import torch
 from longca import reference
 from longca.plugins import PluginInfo, load_registry
 from longca.specs import KernelSpec
-from longca.testing import check_kernel, conformance_cases
-from longca.testing.conformance import VARIANTS, Settings
+from longca_testing import check_kernel, conformance_cases
+from longca_testing.conformance import VARIANTS, Settings
 
 MASKS = ("full", "causal_document")
 
@@ -121,7 +121,7 @@ def test_malformed_spec(base_registry):
 def test_every_wildcard_claim_is_a_well_formed_spec():
     """any:static, any:block_sparse and any:all stand for registered masks: no spec problem."""
     from longca.specs import ANY_BLOCK_SPARSE, ANY_MASK, ANY_STATIC
-    from longca.testing.conformance import check_spec
+    from longca_testing.conformance import check_spec
 
     registry = load_registry()
     for i, claim in enumerate((ANY_STATIC, ANY_BLOCK_SPARSE, ANY_MASK)):
@@ -175,7 +175,7 @@ def test_name_conflict_fails_registered_naming_both(base_registry):
 
 
 def test_settings_change_the_problem_sizes(base_registry):
-    from longca.testing.conformance import small_problem
+    from longca_testing.conformance import small_problem
 
     spec = replace(HONEST, head_dims=(128,), gqa=False)
     problem = small_problem(spec, "block_causal_document", "fwd", registry=base_registry,
@@ -185,7 +185,7 @@ def test_settings_change_the_problem_sizes(base_registry):
 
 def test_head_dim_follows_what_supports_accepts(base_registry):
     """A cut-down build (FA3 without head_dim 64) is tested at a head dim it has, and passes."""
-    from longca.testing.conformance import small_problem
+    from longca_testing.conformance import small_problem
 
     spec = replace(HONEST, name="cutdown", head_dims=(64, 128),
                    supports=lambda p: "built without head_dim 64" if p.head_dim == 64 else None)
@@ -198,7 +198,7 @@ def test_head_dim_follows_what_supports_accepts(base_registry):
 
 def test_block_follows_what_supports_accepts(base_registry):
     """A kernel of 128-token blocks (Block-Sparse-Attention) is tested on block 128, and passes."""
-    from longca.testing.conformance import small_problem
+    from longca_testing.conformance import small_problem
 
     spec = replace(HONEST, name="blocks128", masks=("block_sparse_uniform",),
                    supports=lambda p: None if p.mask_params.get("block") == 128 else "blocks are 128x128")

@@ -158,7 +158,7 @@ def test_broken_plugins_are_reported_and_break_nothing(kit):
 
 BROKEN_TESTS = '''
 import pytest
-from longca.testing import conformance_tests
+from longca_testing import conformance_tests
 
 test_wrongcausal = conformance_tests("wrongcausal", devices=("cpu",))
 test_badname = conformance_tests("Bad Name", devices=("cpu",))
@@ -242,7 +242,7 @@ def test_template_compare_spec_is_a_valid_sweep_over_all_masks():
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
 
-    from longca.sweep import SpecFile
+    from longca_runner.sweep import SpecFile
 
     spec = SpecFile.model_validate(tomllib.loads((TEMPLATE / "compare.toml").read_text())).sweep
     masks = spec.mask_names()  # "all": the 14 and topk_sparse, and any installed mask plugin's

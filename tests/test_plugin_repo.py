@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from longca.plugins import get_registry
-from longca.testing.pytest_plugin import case_marks, run_case
+from longca_testing.pytest_plugin import case_marks, run_case
 
 try:
     import tomllib
@@ -49,7 +49,7 @@ def _kernels() -> list[tuple[str, Path]]:
 
 
 def _params() -> list:
-    from longca.testing.conformance import conformance_cases
+    from longca_testing.conformance import conformance_cases
 
     params = []
     for kernel, folder in _kernels():

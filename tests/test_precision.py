@@ -6,19 +6,21 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from longca import analysis, peaks, reference
+from longca import reference
 from longca.errors import LongcaError
 from longca.flops import attention_flops, problem_flops
 from longca.fp8 import dequantize_fp8, quantize_fp8
 from longca.given import problem_from
-from longca.measure import RunOptions, run_problem, tolerance_for, unsupported_reason
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.results import case_id
 from longca.sizes import parse_head_dims
 from longca.specs import KernelSpec, head_dims_text
-from longca.sweep import load_spec, problems
+from longca_cli import analysis
 from longca_cli.main import app
+from longca_runner import peaks
+from longca_runner.measure import RunOptions, run_problem, tolerance_for, unsupported_reason
+from longca_runner.sweep import load_spec, problems
 
 from .test_report import RUN, row, write
 
@@ -300,7 +302,7 @@ def test_conformance_checks_a_deterministic_backward_bit_for_bit():
 
     from longca import reference as ref
     from longca.plugins import PluginInfo, load_registry
-    from longca.testing.conformance import Settings, check_deterministic, conformance_cases
+    from longca_testing.conformance import Settings, check_deterministic, conformance_cases
 
     registry = load_registry()
     assert "deterministic-cpu" in [c.id for c in conformance_cases("reference", registry)]

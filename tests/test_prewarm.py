@@ -24,15 +24,16 @@ def test_a_bad_value_is_one_line_and_a_non_zero_exit(tmp_path, args, said):
     assert not (tmp_path / "nosuch").exists()  # a mistyped --skip-done creates nothing
 
 
-# longca.prewarm: what `longca bench` warms, and when it skips
+# longca_runner.prewarm: what `longca bench` warms, and when it skips
 
 import dataclasses  # noqa: E402
 
-from longca import given, prewarm, repeat  # noqa: E402
+from longca import given  # noqa: E402
 from longca.results import ResultsWriter, case_id  # noqa: E402
-from longca.sweep import load_spec  # noqa: E402
 from longca_cli import main as cli  # noqa: E402
 from longca_cli import specs  # noqa: E402
+from longca_runner import prewarm, repeat  # noqa: E402
+from longca_runner.sweep import load_spec  # noqa: E402
 
 COMPILING = ("flex", "flex-fa4", "flashmask")  # their plugins declare KernelSpec(compiles=True)
 

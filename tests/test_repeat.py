@@ -1,6 +1,6 @@
 """`longca bench --runs N` repeats the grid into OUTPUT/run-1 ... run-N and the report gives each
 cell's run-to-run coefficient of variation; `--resume` continues the repeats; `longca report`
-over several folders computes the same (`longca.analysis.run_variation`)."""
+over several folders computes the same (`longca_cli.analysis.run_variation`)."""
 from __future__ import annotations
 
 import json
@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from longca import analysis
 from longca.results import ResultsWriter
-from longca_cli import specs
+from longca_cli import analysis, specs
 from longca_cli.main import app
 
 TINY = """[sweep]

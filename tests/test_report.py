@@ -9,7 +9,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from longca import analysis
+from longca_cli import analysis
 from longca_cli.main import app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,10 +99,10 @@ def _example_code() -> str:
     return blocks[0]
 
 
-def test_doc_example_runs_without_longca_cli(tmp_path):
-    """The doc's Python example, run with longca_cli, typer and matplotlib made unimportable."""
+def test_doc_example_runs_without_the_command(tmp_path):
+    """The doc's Python example (longca_cli.analysis), run with the command, typer and matplotlib unimportable."""
     write(tmp_path / "results" / "default", ROWS)
-    block = "import sys\nfor name in ('longca_cli', 'typer', 'matplotlib'):\n    sys.modules[name] = None\n"
+    block = "import sys\nfor name in ('longca_cli.main', 'typer', 'matplotlib'):\n    sys.modules[name] = None\n"
     out = subprocess.run([sys.executable, "-c", block + _example_code()], cwd=tmp_path, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr

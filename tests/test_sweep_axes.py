@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from longca.errors import LongcaError
-from longca.sweep import load_spec, problems
+from longca_runner.sweep import load_spec, problems
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,7 +60,7 @@ def test_paper_sparse_spec():
 def test_cp_case_identity_does_not_depend_on_the_host(monkeypatch):
     """USP's default degree reads LOCAL_WORLD_SIZE; the case id (what --resume matches) must not."""
     from longca.results import case_id
-    from longca.sweep import SweepSpec, problems
+    from longca_runner.sweep import SweepSpec, problems
 
     spec = SweepSpec(kernels=["reference"], masks=["causal"], seqlens=[512], strategies=["usp", "loongtrain"],
                      world_sizes=[8], device="cpu", dtypes=["float32"])

@@ -73,7 +73,7 @@ def test_baseline_cases_and_scaling_efficiency_in_the_report(tmp_path):
 
 
 def test_scaling_efficiency_divides_by_the_kernel_alone_at_the_per_gpu_length():
-    from longca.analysis import scaling_efficiency
+    from longca_cli.analysis import scaling_efficiency
     from longca_cli.report import efficiency_markdown
 
     def row(seqlen, tflops, strategy=None, world=1, mask="full"):

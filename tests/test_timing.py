@@ -1,11 +1,12 @@
-"""longca.timing.time_interleaved: the functions take turns call by call, in a rotating order, each timed on its own."""
+"""longca_runner.timing.time_interleaved: the functions take turns call by call, in a rotating order,
+each timed on its own."""
 from __future__ import annotations
 
 import time
 
 import torch
 
-from longca.timing import time_interleaved
+from longca_runner.timing import time_interleaved
 
 
 def test_interleaved_calls_alternate_and_time_each_function():

@@ -15,13 +15,15 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from longca import analysis, integrity, plugin, reference
+from longca import plugin, reference
 from longca.plugins import PluginInfo, load_registry
 from longca.problem import Problem
 from longca.results import new_row
-from longca.testing.conformance import ConformanceSkip, Settings, check_timing_integrity
-from longca.testing.timing_integrity import timer_tampering
+from longca_cli import analysis
 from longca_cli.main import app
+from longca_runner import integrity
+from longca_testing.conformance import ConformanceSkip, Settings, check_timing_integrity
+from longca_testing.timing_integrity import timer_tampering
 
 from .test_report import row, write
 
@@ -100,9 +102,9 @@ def test_work_past_the_timer_is_caught(registry):
 
 @pytest.mark.parametrize("target", ["perf_counter", "event", "time_ms"])
 def test_patched_timers_are_caught(registry, target, monkeypatch):
-    import longca.timing
+    import longca_runner.timing
 
-    saved = (time.perf_counter, torch.cuda.Event, longca.timing.time_ms)
+    saved = (time.perf_counter, torch.cuda.Event, longca_runner.timing.time_ms)
 
     class FastEvent(torch.cuda.Event):
         def elapsed_time(self, end):  # noqa: D401 - a cheat
@@ -114,14 +116,15 @@ def test_patched_timers_are_caught(registry, target, monkeypatch):
         elif target == "event":
             monkeypatch.setattr(torch.cuda, "Event", FastEvent)
         else:
-            monkeypatch.setattr(longca.timing, "time_ms", lambda fn, *a, **kw: [fn(), 1e-6][1:] * kw.get("repeat", 1))
+            monkeypatch.setattr(longca_runner.timing, "time_ms",
+                                lambda fn, *a, **kw: [fn(), 1e-6][1:] * kw.get("repeat", 1))
         return reference.attention(q, k, v, mask)
 
     try:
         message = _integrity(registry, _add(registry, _honest(f"patch_{target}", patching)))
     finally:
         monkeypatch.undo()
-    assert (time.perf_counter, torch.cuda.Event, longca.timing.time_ms) == saved
+    assert (time.perf_counter, torch.cuda.Event, longca_runner.timing.time_ms) == saved
     expected = {"perf_counter": "time.perf_counter", "event": "torch.cuda.Event", "time_ms": "time_ms"}[target]
     assert "timers are not the originals" in message and expected in message, message
 

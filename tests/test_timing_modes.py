@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from longca import timing
 from longca.errors import LongcaError, UnsupportedError
-from longca.measure import RunOptions, run_problem
 from longca.problem import Problem
-from longca.sweep import SweepSpec, run_sweep
+from longca_runner import timing
+from longca_runner.measure import RunOptions, run_problem
+from longca_runner.sweep import SweepSpec, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = dict(kernel="sdpa", mask="causal", seqlen=256, heads_q=2, heads_kv=1, head_dim=32, dtype="float32",

@@ -13,9 +13,9 @@ import pytest
 
 from longca import plugin, reference
 from longca.plugins import PluginInfo, load_registry
-from longca.testing.mask_suite import check_mask
-from longca.testing.sampler_suite import check_sampler
 from longca_cp.conformance import check_strategy, register_modules
+from longca_testing.mask_suite import check_mask
+from longca_testing.sampler_suite import check_sampler
 
 
 @pytest.fixture(scope="module")
@@ -135,8 +135,8 @@ def test_strategy_dropping_a_ranks_keys(wrong_registry):
 def test_above_the_full_check_size_a_spot_check_still_catches_it(registry, monkeypatch):
     """Where the whole reference is too costly, "auto" checks the forward on query windows: the
     kernel wrong past row 256 is incorrect there too, and its row says checked "spot"."""
-    from longca import measure
     from longca.problem import Problem
+    from longca_runner import measure
 
     _add(registry, "kernels", _reference_kernel("wrong_after_256_spot", run=_right_only_on_first_256_rows,
                                                 forward_lse=None, backward_lse=None))

@@ -3,7 +3,7 @@
 An FP8 problem's inputs are the bfloat16 problem's (`Problem.input_dtype`); a kernel that runs FP8
 quantizes them in `prepare` (untimed) with `quantize_fp8` and returns its output in bfloat16 (or
 higher), which the checks compare with the float32 reference on the bfloat16 inputs, at the FP8
-tolerance (`longca.measure.TOLERANCE`).
+tolerance (`longca_runner.measure.TOLERANCE`).
 """
 from __future__ import annotations
 

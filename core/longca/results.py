@@ -84,11 +84,11 @@ class ResultRow(BaseModel):
     matmul_peak_tflops: float | None = None  # the run's best matmul of the row's dtype
     matmul_peak_shape: str | None = None  # the shape that gave it ("16384³"); None: a single-shape peak
     gpu: str | None = None  # torch.cuda.get_device_name; None on a CPU
-    datasheet_peak_tflops: float | None = None  # the GPU model's dense datasheet figure (longca.peaks)
-    # NVML readings when the timed calls started and ended (longca.gpustate); {"unknown": why} without NVML
+    datasheet_peak_tflops: float | None = None  # the GPU model's dense datasheet figure (longca_runner.peaks)
+    # NVML readings when the timed calls started and ended (longca_runner.gpustate); {"unknown": why} without NVML
     gpu_state_before: dict[str, Any] | None = None
     gpu_state_after: dict[str, Any] | None = None
-    timing: str | None = None  # events, cuda_graph or profiler (longca.timing); None: events (older rows)
+    timing: str | None = None  # events, cuda_graph or profiler (longca_runner.timing); None: events (older rows)
     caveat: str | None = None  # what the number must be read with (KernelSpec.caveat: a slow fallback path)
 
     # read access by field name, for code that treats rows as mappings

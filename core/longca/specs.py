@@ -187,7 +187,7 @@ class KernelSpec:
     # bytes a problem needs (longca.memory.linear / quadratic); None: the O(S) flash-family model
     memory: MemoryFn | None = None
     # compiled per mask, shape and direction on first use (torch.compile, Triton): `longca bench` on
-    # CUDA compiles its cases first in parallel processes (longca.prewarm), a warm-up of the caches only
+    # CUDA compiles its cases first in parallel processes (longca_runner.prewarm), a warm-up of the caches only
     compiles: bool = False
     url: str = ""
     # a deterministic backward (Problem.deterministic): True if the kernel offers one (`prepare` reads

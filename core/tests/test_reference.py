@@ -8,7 +8,7 @@ import torch
 from longca import reference
 from longca.masks.catalog import BLOCK_SPARSE_MASKS, STATIC_MASKS, TOKEN_SPARSE_MASKS
 from longca.problem import Problem, build_mask
-from longca.testing.compare import assert_close
+from longca_testing.compare import assert_close
 
 pytestmark = pytest.mark.numerics  # float results: CI runs these again under another ATEN_CPU_CAPABILITY
 

@@ -451,8 +451,8 @@ def kernel_shapes(folder: Path) -> tuple[str, list[dict[str, Any]]]:
     (W GPUs: 64/W query heads, max(8/W, 1) KV heads, W x 8K tokens; `folder`, an H200): each row priced
     with the h200-sxm preset's fit of its own kernel and direction, over the same mask draws the row was
     measured on. `longca run --samples N` measures draw i = `build_mask(problem, i)` for i < N
-    (`longca.measure.case`, from the row's seed, sampler and shape) and reports the median over draws of
-    each draw's FLOPs over its time (`longca.measure.samples.summarize_samples`); the prediction is the
+    (`longca_runner.measure.case`, from the row's seed, sampler and shape) and reports the median over draws of
+    each draw's FLOPs over its time (`longca_runner.measure.samples.summarize_samples`); the prediction is the
     median over the same draws of each draw's FLOPs over its priced time."""
     cells = []
     for row in read_rows([folder]):

@@ -1,4 +1,4 @@
-"""`longca compare BASE NEW`: the comparison of `longca.compare` as markdown, JSON or an HTML page;
+"""`longca compare BASE NEW`: the comparison of `longca_cli.compare` as markdown, JSON or an HTML page;
 exit code 1 when the gate fails (a case slower than the threshold with confidence, or broken)."""
 from __future__ import annotations
 
@@ -113,9 +113,9 @@ def compare(
 ) -> None:
     """Compare two runs case by case: ratio with a confidence interval, faster / slower / same within
     noise, geometric means, a machine control; exit 1 when a case is slower than --threshold."""
-    from longca.analysis import load
-    from longca.compare import compare as compare_runs
-    from longca.outdir import check_file_path, write_text_file
+    from longca_cli.analysis import load
+    from longca_cli.compare import compare as compare_runs
+    from longca_runner.outdir import check_file_path, write_text_file
 
     if fmt not in ("markdown", "json", "html"):
         raise LongcaError(f"unknown format {fmt!r}; known: markdown, json, html")

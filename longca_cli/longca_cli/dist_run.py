@@ -72,12 +72,12 @@ def dist_run(
     if fmt not in ("table", "json"):
         raise LongcaError(f"unknown format {fmt!r}; known: table, json")
     from longca.given import parse_params, problem_from
-    from longca.measure import RunOptions
-    from longca.outdir import OutputFolder
     from longca.results import ResultsWriter
     from longca_cp.cases import measure_cases
     from longca_cp.launch import DEFAULT_TIMEOUT_S
     from longca_cp.request import dist_run as resolve_run
+    from longca_runner.measure import RunOptions
+    from longca_runner.outdir import OutputFolder
 
     problem = problem_from(inner, mask, seqlen, heads, head_dim, batch, dtype, direction, device, sampler, seed,
                            mask_param, sampler_param, head_dim_v=head_dim_v, deterministic=deterministic)

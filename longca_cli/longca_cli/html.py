@@ -8,8 +8,8 @@ import json
 import re
 from typing import Any
 
-from longca import analysis
-from longca.analysis import Results
+from longca_cli import analysis
+from longca_cli.analysis import Results
 
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}

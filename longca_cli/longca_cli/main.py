@@ -101,7 +101,7 @@ def new_plugin(
 def list_kernels(fmt: str = FormatOpt) -> None:
     """Kernels with family, plugin, version, availability, masks and backward support."""
     _check_format(fmt)
-    from longca.inventory import kernel_rows
+    from longca_cli.inventory import kernel_rows
 
     render.kernels(kernel_rows(_registry()), fmt)
 
@@ -111,7 +111,7 @@ def list_kernels(fmt: str = FormatOpt) -> None:
 def list_masks(fmt: str = FormatOpt) -> None:
     """The mask patterns with their kind and parameters."""
     _check_format(fmt)
-    from longca.inventory import mask_rows
+    from longca_cli.inventory import mask_rows
 
     render.listing(mask_rows(_registry()), fmt, ["name", "kind", "description", "params"])
 
@@ -121,7 +121,7 @@ def list_masks(fmt: str = FormatOpt) -> None:
 def list_samplers(fmt: str = FormatOpt) -> None:
     """Document-length samplers."""
     _check_format(fmt)
-    from longca.inventory import sampler_rows
+    from longca_cli.inventory import sampler_rows
 
     render.listing(sampler_rows(_registry()), fmt, ["name", "description", "params"])
 
@@ -131,7 +131,7 @@ def list_samplers(fmt: str = FormatOpt) -> None:
 def list_cp(fmt: str = FormatOpt) -> None:
     """Context-parallel strategies."""
     _check_format(fmt)
-    from longca.inventory import strategy_rows
+    from longca_cli.inventory import strategy_rows
 
     render.listing(strategy_rows(_registry()), fmt, ["name", "distribution", "masks", "options", "description"])
 
@@ -167,14 +167,14 @@ def run(
     """Measure one case given by flags, in a worker process bounded by --timeout."""
     _check_format(fmt)
     from longca.given import problem_from
-    from longca.measure import RunOptions
-    from longca.outdir import OutputFolder
     from longca.results import ResultsWriter
-    from longca.supervisor import Supervisor
+    from longca_runner.measure import RunOptions
+    from longca_runner.outdir import OutputFolder
+    from longca_runner.supervisor import Supervisor
 
     problem = problem_from(kernel, mask, seqlen, heads, head_dim, batch, dtype, direction, device, sampler, seed,
                            mask_param, sampler_param, head_dim_v=head_dim_v, deterministic=deterministic)
-    from longca.timing import check_timing
+    from longca_runner.timing import check_timing
 
     check_timing(timing, problem.device)
     options = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check, timing=timing)
@@ -218,7 +218,7 @@ def sweep(
                                                                   "comma-separated (e.g. those installed now)"),
 ) -> None:
     """Run a grid from a TOML spec; rows are appended to OUTPUT/results.jsonl as they finish."""
-    from longca.sweep import default_output, plan, run_sweep
+    from longca_runner.sweep import default_output, plan, run_sweep
 
     sweep_plan = plan(spec, _registry(), kernels=kernels, device=device)
     cases = sweep_plan.cases
@@ -248,7 +248,7 @@ def warnings_to(path: Path):
     import os
     import warnings
 
-    from longca import warnlog
+    from longca_runner import warnlog
 
     path.parent.mkdir(parents=True, exist_ok=True)
     before = os.environ.get(warnlog.ENV)
@@ -277,9 +277,9 @@ def bench(
 ) -> None:
     """The default benchmark: the paper's dense setting at 4K-16K on a GPU, else a small CPU run; then the report."""
     from longca.given import default_device
-    from longca.prewarm import before_bench
-    from longca.repeat import check_layout, run_folders, run_repeats
-    from longca.sweep import plan
+    from longca_runner.prewarm import before_bench
+    from longca_runner.repeat import check_layout, run_folders, run_repeats
+    from longca_runner.sweep import plan
 
     from .report import write_report
     from .specs import default_spec_path
@@ -312,8 +312,8 @@ def report(
                                                     "sortable, filterable rows and plots"),
 ) -> None:
     """A self-describing report: runs, protocol, TFLOP/s tables, CSV, PNG plots (a panel per mask)."""
-    from longca.analysis import results_files
-    from longca.outdir import check_writable_folder
+    from longca_cli.analysis import results_files
+    from longca_runner.outdir import check_writable_folder
 
     from .report import write_report
 
@@ -344,8 +344,8 @@ def show_mask(
     """Draw a mask as a PNG, or print its slices and every drawn parameter as JSON."""
     _check_format(fmt, ("png", "json"))
     from longca.given import problem_from
-    from longca.outdir import check_image_path
     from longca.problem import bounded_build
+    from longca_runner.outdir import check_image_path
 
     path = check_image_path(output or Path(f"{name}.png")) if fmt == "png" else None  # before building
     problem = problem_from("reference", name, seqlen, heads, sampler=sampler, seed=seed, mask_param=mask_param,
@@ -366,7 +366,7 @@ def show_mask(
 def doctor(fmt: str = FormatOpt) -> None:
     """What this machine can run, and why not."""
     _check_format(fmt)
-    from longca.inventory import doctor_report
+    from longca_cli.inventory import doctor_report
 
     render.doctor(doctor_report(_registry()), fmt)
 

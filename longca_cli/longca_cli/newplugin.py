@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from longca.errors import LongcaError
-from longca.outdir import check_writable_folder
 from longca.plugins import KIND_NAMES
+from longca_runner.outdir import check_writable_folder
 
 TEMPLATE_ENV = "LONGCA_PLUGIN_TEMPLATE"
 TEMPLATES = Path(__file__).resolve().parent / "plugin_templates"

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from longca import analysis
-from longca.analysis import Results, Row
 from longca.sizes import format_size
+from longca_cli import analysis
+from longca_cli.analysis import Results, Row
 
 # fixed colours, so a kernel looks the same in every figure of every report: dense kernels take
 # tab10, block-sparse kernels Set1, CP strategies Dark2 (kinds that rarely share a figure); other

@@ -1,5 +1,5 @@
 """Reports from result folders: a self-describing markdown report, CSV, plots and an HTML page.
-Everything computed comes from `longca.analysis`; this module only lays it out."""
+Everything computed comes from `longca_cli.analysis`; this module only lays it out."""
 from __future__ import annotations
 
 import csv
@@ -8,10 +8,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from longca import analysis
-from longca.analysis import Results, Row, Table
 from longca.results import FIELDS
 from longca.sizes import format_size
+from longca_cli import analysis
+from longca_cli.analysis import Results, Row, Table
 
 UNCHECKED = "†"
 OF_PEAK = "of matmul peak"  # over the run's measured best matmul
@@ -147,7 +147,7 @@ def peak_lines(results: Results, envs: list[dict[str, Any]]) -> list[str]:
     if sheets:
         out.append(f"**{OF_SHEET}**: the fastest cell over the GPU model's dense (not sparse) datasheet figure: "
                    + "; ".join(f"{gpu} {dtype} {value:g} TFLOP/s" for gpu, dtype, value in sheets)
-                   + " (sources: `longca.peaks.DATASHEET`).\n")
+                   + " (sources: `longca_runner.peaks.DATASHEET`).\n")
     return out
 
 
@@ -244,9 +244,9 @@ def variation_markdown(cells: list[dict[str, Any]]) -> str:
 
 
 def anchors_markdown(rows: list[Row]) -> str:
-    """Published single-GPU numbers beside longca's best cell of the same shape (`longca.anchors`);
+    """Published single-GPU numbers beside longca's best cell of the same shape (`longca_cli.anchors`);
     empty when no row was measured on a GPU alone."""
-    from longca.anchors import beside
+    from longca_cli.anchors import beside
 
     if not any(r.get("status") == "ok" and str(r.get("device") or "").startswith("cuda") and not r.get("strategy")
                and not analysis.is_simulated(r) for r in rows):
@@ -269,7 +269,7 @@ def anchors_markdown(rows: list[Row]) -> str:
         lines.append([f"{a['kernel']} ({a['gpu']})", a["mask"], a["direction"], shape, f"{a['tflops']:g}", *ours,
                       source.replace("|", "/")])
     out = ["## Published anchors\n",
-           "The best published single-GPU numbers per shape (`longca/data/published_anchors.json`, each with its "
+           "The best published single-GPU numbers per shape (`longca_cli/data/published_anchors.json`, each with its "
            "source) beside this report's best measured cell of that shape; ratio = longca / published. A length "
            "the source gives but this report lacks is replaced by the nearest one measured, said so.\n"]
     out += _md_table(["published", "mask", "direction", "shape", "published TFLOP/s", "longca best",

@@ -14,11 +14,11 @@ from dataclasses import asdict
 
 from longca.bounded import HookHung, call_bounded
 from longca.errors import LongcaError
-from longca.measure import RunOptions, failure_reason
 from longca.plugins import get_registry
 from longca.problem import Problem, plugin_label
 from longca.results import ResultRow, as_row, new_row
-from longca.supervisor import check_timeout, default_timeout
+from longca_runner.measure import RunOptions, failure_reason
+from longca_runner.supervisor import check_timeout, default_timeout
 
 from .group import RankGroup
 from .launch import init_group, under_torchrun

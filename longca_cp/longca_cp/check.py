@@ -9,9 +9,9 @@ import torch
 import torch.distributed as dist
 
 from longca import reference
-from longca.measure import rel_err, seeded_dout
 from longca.plugins import Registry, get_registry
 from longca.problem import Problem, build_mask, make_inputs
+from longca_runner.measure import rel_err, seeded_dout
 
 from .inner import inner_kernel
 
@@ -53,7 +53,7 @@ def compare(spec, plan, problem: Problem, mask, q, k, v, dout: torch.Tensor | No
 def spot_compare(spec, plan, problem: Problem, mask, q, k, v) -> dict[str, float] | None:
     """The forward's relative error on a few query windows (`measure.spot_windows`) against the
     reference on those rows only; on rank 0, else None. Collective, like `compare`."""
-    from longca.measure import spot_windows
+    from longca_runner.measure import spot_windows
 
     with torch.no_grad():
         out = spec.undispatch(spec.attention(*(spec.dispatch(t.detach(), plan) for t in (q, k, v)), plan), plan)

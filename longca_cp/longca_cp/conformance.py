@@ -19,7 +19,7 @@ from typing import Any
 
 from longca.plugins import Registry, get_registry
 from longca.specs import CPStrategySpec
-from longca.testing.conformance import Case, ConformanceSkip, Report, kind_cases, registered_spec, run_cases
+from longca_testing.conformance import Case, ConformanceSkip, Report, kind_cases, registered_spec, run_cases
 
 WORLD_SIZES = (2, 4)
 SEQLEN = 512  # or the mask's seqlen_multiple
@@ -75,8 +75,8 @@ def rank_checks(device: str, name: str, problems: list[dict], plugin_modules: tu
     import torch
     import torch.distributed as dist
 
-    from longca.measure import rel_err, seeded_dout
     from longca.problem import Problem, build_mask, make_inputs
+    from longca_runner.measure import rel_err, seeded_dout
 
     from .check import outputs
     from .inner import inner_kernel

@@ -20,10 +20,10 @@ from dataclasses import asdict, dataclass
 from multiprocessing.connection import wait
 from typing import Any
 
-from longca import procs
-from longca.measure import RunOptions, failure_reason, failure_status
 from longca.problem import Problem
 from longca.results import ResultRow, new_row
+from longca_runner import procs
+from longca_runner.measure import RunOptions, failure_reason, failure_status
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def _rank_main(rank: int, world: int, store: str, backend: str, device: str, con
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     import torch
 
-    from longca.measure import Phases
+    from longca_runner.measure import Phases
 
     from .launch import init_group
     from .measure import measure_rank

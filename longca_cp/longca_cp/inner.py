@@ -30,7 +30,7 @@ def _own_kernels(problem: Problem, registry: Registry) -> tuple[str, ...] | None
 
 def inner_unsupported(problem: Problem, registry: Registry | None = None) -> str | None:
     """Why `problem.kernel` cannot be the inner kernel of a strategy for this problem, or None."""
-    from longca.measure import unsupported_reason
+    from longca_runner.measure import unsupported_reason
 
     registry = registry or get_registry()
     spec = registry.kernel(problem.kernel)

@@ -18,7 +18,10 @@ import torch.distributed as dist
 
 from longca.errors import LongcaError, UnsupportedError
 from longca.flops import problem_flops
-from longca.measure import (
+from longca.plugins import Registry, get_registry
+from longca.problem import Problem, check_mask_params, make_inputs
+from longca.results import ResultRow, new_row
+from longca_runner.measure import (
     TOLERANCE,
     Phases,
     RunOptions,
@@ -34,10 +37,7 @@ from longca.measure import (
     summarize_samples,
     time_step,
 )
-from longca.plugins import Registry, get_registry
-from longca.problem import Problem, check_mask_params, make_inputs
-from longca.results import ResultRow, new_row
-from longca.timing import host_ms
+from longca_runner.timing import host_ms
 
 from .accounting import balance, balance_of, median_balance, rank_totals
 from .check import compare, spot_compare

@@ -50,7 +50,7 @@ def world_size(nproc: int | None) -> int:
 
 def backend_for(backend: str | None, device: str, world: int) -> str:
     """nccl for CUDA, gloo for the CPU (or the one given, checked against the device and the GPUs here)."""
-    from longca.measure import check_device
+    from longca_runner.measure import check_device
 
     backend = backend or default_backend(device)
     if backend not in ("nccl", "gloo"):

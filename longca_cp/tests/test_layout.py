@@ -11,10 +11,10 @@ from longca.masks import slices as sl
 from longca.masks.catalog import STATIC_MASKS
 from longca.merge import OutputAccumulator, merge_
 from longca.problem import Problem, build_mask
-from longca.testing.compare import FLOAT32_EPS, assert_close
 from longca_cp.calls import pair_calls, pair_table
 from longca_cp.hybrid import default_head_degree, heads_unsupported, hybrid_unsupported, kv_repeat
 from longca_cp.layout import Layout, contiguous, doc_zigzag, document_bounds, make_layout, merge_runs, subdivide, zigzag
+from longca_testing.compare import FLOAT32_EPS, assert_close
 
 pytestmark = pytest.mark.numerics  # float results: CI runs these again under another ATEN_CPU_CAPABILITY
 

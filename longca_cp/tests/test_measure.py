@@ -4,11 +4,11 @@ from __future__ import annotations
 import pytest
 import torch.distributed as dist
 
-from longca.measure import RunOptions
 from longca.plugins import get_registry
 from longca.problem import Problem
 from longca_cp import schedule
 from longca_cp.measure import measure, resolve
+from longca_runner.measure import RunOptions
 
 
 @pytest.fixture

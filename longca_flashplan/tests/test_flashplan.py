@@ -8,10 +8,10 @@ import torch
 from longca import reference
 from longca.masks.catalog import STATIC_MASKS
 from longca.problem import Problem, build_mask
-from longca.testing.compare import assert_close
 from longca_flashplan.emulated import EmulatedFlash
 from longca_flashplan.executor import ExecPlan, lse_primitives, plan_attention
 from longca_flashplan.plan import PlanError, full_or_square_causal, make_plan
+from longca_testing.compare import assert_close
 
 pytestmark = pytest.mark.numerics  # float results: CI runs these again under another ATEN_CPU_CAPABILITY
 

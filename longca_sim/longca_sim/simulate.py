@@ -28,10 +28,10 @@ from longca.flops import attention_flops
 from longca.plugins import Registry, get_registry
 from longca.problem import Problem, build_mask
 from longca.results import ResultRow, new_row
-from longca.timing import L2_FLUSH_BYTES
 from longca_cp.accounting import balance_of, median_balance, rank_totals, schedule_of
 from longca_cp.calls import buffer_passes, buffers_table, key_buffers
 from longca_cp.schedule import ELEMENT_BYTES, GatherSchedule, RankCalls, RingSchedule, Schedule, merged_calls
+from longca_runner.timing import L2_FLUSH_BYTES
 
 from .baselines import PublishedBaselines
 from .costmodel import DECLARED_SPEEDS, KernelFit, call_shapes, declared_fit, kernel_fit, table_features, tflops

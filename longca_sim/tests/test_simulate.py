@@ -127,8 +127,8 @@ def test_comm_bench_writes_a_calibration_the_simulator_reads(tmp_path):
 
 
 def test_what_dist_run_holds_besides_the_strategy():
-    from longca.timing import L2_FLUSH_BYTES
     from longca_cp.accounting import schedule_of
+    from longca_runner.timing import L2_FLUSH_BYTES
     from longca_sim.simulate import harness_memory
 
     token = 128 * 2  # d128, bf16, per head

@@ -1,0 +1,49 @@
+"""How to measure a case (`RunOptions`), and the tolerances and check sizes its row is judged by."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from longca.errors import LongcaError
+from longca_runner.timing import TIMING_MODES
+
+# relative Frobenius error allowed against the float32 reference on the (bfloat16) inputs; FP8's are
+# a few times the error that rounding the inputs alone causes, measured by benchmarks/fp8_error.py (docs/fp8.md)
+TOLERANCE = {"bfloat16": 1e-2, "float16": 1e-2, "float32": 1e-3, "float8_e4m3fn": 0.15, "float8_e5m2": 0.3}
+CHECK_MODES = ("auto", "spot")
+# reference FLOPs (4 * area * heads_q * head_dim * batch, forward) up to which "auto" checks a case
+# against the whole float32 reference; above it, the forward on SPOT_WINDOWS windows of query rows
+FULL_CHECK_FLOPS = {"cuda": 5e12, "cpu": 2e10}
+SPOT_WINDOWS, SPOT_ROWS = 4, 64
+
+
+def tolerance_for(problem) -> float:
+    """The relative error a row of this problem may have (`TOLERANCE` of its dtype)."""
+    return TOLERANCE[problem.dtype]
+
+
+@dataclass
+class RunOptions:
+    """How to measure: iterations, mask samples for document masks, correctness check."""
+
+    warmup: int = 5
+    repeat: int = 20
+    samples: int = 5
+    # True: against the whole reference; "spot": the forward on a few query windows; "auto": the
+    # whole reference where it is cheap (FULL_CHECK_FLOPS), else spot; False: not checked
+    check: bool | str = False
+    flush_l2: bool = True
+    tolerance: float | None = None
+    timing: str = "events"  # longca_runner.timing.TIMING_MODES: events, cuda_graph, profiler
+
+    def __post_init__(self) -> None:
+        for name, low in (("warmup", 0), ("repeat", 1), ("samples", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise LongcaError(f"{name} must be an integer >= {low}, got {value!r}")
+        if not isinstance(self.check, bool) and self.check not in CHECK_MODES:
+            modes = " or ".join(repr(m) for m in CHECK_MODES)
+            raise LongcaError(f"check must be true, false, {modes}, got {self.check!r}")
+        if self.tolerance is not None and not (isinstance(self.tolerance, (int, float)) and self.tolerance > 0):
+            raise LongcaError(f"tolerance must be a positive number, got {self.tolerance!r}")
+        if self.timing not in TIMING_MODES:
+            raise LongcaError(f"timing {self.timing!r}: use one of {', '.join(TIMING_MODES)}")

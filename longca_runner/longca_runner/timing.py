@@ -1,0 +1,197 @@
+"""Timing: CUDA events with warm-up and an L2 flush between iterations; the host clock on CPU.
+
+Two more modes a sweep (`timing = ...`) or `longca run --timing` can choose, for kernels whose
+launch overhead or host work the events include: `cuda_graph` (the step captured once, each replay
+timed by events, the L2 flushed between replays outside the graph) and `profiler` (the device time
+of the kernels of each call from torch.profiler, the flush outside the profiled region; on a CPU,
+the time inside the top-level torch ops). A row records its mode (`timing`)."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from longca.errors import LongcaError, UnsupportedError
+
+TIMING_MODES = ("events", "cuda_graph", "profiler")
+
+L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 (H200: 60 MB)
+_flush_buffers: dict[str, torch.Tensor] = {}
+
+
+def _flush(device: torch.device) -> None:
+    key = str(device)
+    if key not in _flush_buffers:
+        _flush_buffers[key] = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+    _flush_buffers[key].zero_()
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, repeat: int = 20,
+            flush_l2: bool = True) -> list[float]:
+    """Milliseconds of each of `repeat` calls of fn, after `warmup` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    if device.type != "cuda":
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - start) * 1e3)
+        return times
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
+    for start_event, end_event in zip(starts, ends, strict=True):
+        if flush_l2:
+            _flush(device)
+        start_event.record()
+        fn()
+        end_event.record()
+    torch.cuda.synchronize(device)
+    return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+
+
+def time_interleaved(fns: dict[str, Callable[[], object]], device: torch.device, warmup: int = 2,
+                     repeat: int = 20, flush_l2: bool = True) -> dict[str, list[float]]:
+    """Milliseconds of `repeat` calls of each fn, the fns taking turns call by call (A B, B A, ...).
+
+    Comparing two calls of the same kernel (a plugin and the library called directly) needs
+    their difference, not their absolute times: alternating every call exposes both to the same
+    clock, temperature and allocator state, which blocks of calls one after the other do not.
+    The order rotates every turn, so no fn always takes the same place in a turn (a place that
+    always follows the same kernel could bias a ratio; on the H200 rotating did not change the
+    ratios seen with a fixed order).
+    """
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    synchronize(device)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    names = list(fns)
+    turns = [names[i % len(names):] + names[:i % len(names)] for i in range(repeat)]  # A B, B A, ...
+    if device.type != "cuda":
+        for turn in turns:
+            for name in turn:
+                start = time.perf_counter()
+                fns[name]()
+                times[name].append((time.perf_counter() - start) * 1e3)
+        return times
+    events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                     for _ in range(repeat)] for name in fns}
+    for i, turn in enumerate(turns):
+        for name in turn:
+            fn = fns[name]
+            if flush_l2:
+                _flush(device)
+            start_event, end_event = events[name][i]
+            start_event.record()
+            fn()
+            end_event.record()
+    torch.cuda.synchronize(device)
+    return {name: [s.elapsed_time(e) for s, e in pairs] for name, pairs in events.items()}
+
+
+def host_ms(fn: Callable[[], object], device: torch.device) -> tuple[float, object]:
+    """Wall time of one call (device synchronised around it) and its result."""
+    synchronize(device)
+    start = time.perf_counter()
+    result = fn()
+    synchronize(device)
+    return (time.perf_counter() - start) * 1e3, result
+
+
+def summarize(times: list[float]) -> tuple[float, float, float]:
+    """(median, 20th percentile, 80th percentile)."""
+    arr = np.asarray(times, dtype=np.float64)
+    return float(np.median(arr)), float(np.percentile(arr, 20)), float(np.percentile(arr, 80))
+
+
+def check_timing(mode: str, device: str) -> None:
+    """A mode that does not exist, or cannot run on this device, is an input error (one line)."""
+    if mode not in TIMING_MODES:
+        raise LongcaError(f"timing {mode!r}: use one of {', '.join(TIMING_MODES)}")
+    if mode == "cuda_graph" and not device.startswith("cuda"):
+        raise LongcaError(f"timing cuda_graph needs a CUDA device (graphs replay CUDA kernels), not {device!r}; "
+                          f"on a CPU use events or profiler")
+
+
+def time_graph_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, repeat: int = 20,
+                  flush_l2: bool = True) -> list[float]:
+    """Milliseconds of `repeat` replays of fn captured once in a CUDA graph, each timed with events,
+    the L2 flushed before each replay (outside the graph). A step that cannot be captured (host
+    synchronisation, allocations the graph cannot hold, a library that refuses capture) raises
+    UnsupportedError with the reason: its row says why, the sweep goes on."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize(device)
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    try:
+        with torch.cuda.stream(side):  # capture wants a warm-up on a side stream
+            fn()
+        torch.cuda.current_stream(device).wait_stream(side)
+        with torch.cuda.graph(graph):
+            fn()
+    except Exception as exc:  # noqa: BLE001 - every capture failure is the row's reason
+        torch.cuda.synchronize(device)
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise UnsupportedError(f"cannot be captured in a CUDA graph: {type(exc).__name__}: {text}"[:500]) from None
+    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeat)]
+    for start_event, end_event in pairs:
+        if flush_l2:
+            _flush(device)
+        start_event.record()
+        graph.replay()
+        end_event.record()
+    torch.cuda.synchronize(device)
+    return [s.elapsed_time(e) for s, e in pairs]
+
+
+def device_ms(events: Any, cuda: bool) -> float:
+    """Milliseconds of one profiled call: the sum of its device kernels' durations (CUDA), or of its
+    top-level torch ops' host time (CPU, where there is no device)."""
+    from torch.autograd import DeviceType
+
+    if cuda:
+        return sum(e.time_range.elapsed_us() for e in events if e.device_type == DeviceType.CUDA) / 1e3
+    return sum(e.cpu_time_total for e in events if e.device_type == DeviceType.CPU and e.cpu_parent is None) / 1e3
+
+
+def time_profiler_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, repeat: int = 20,
+                     flush_l2: bool = True) -> list[float]:
+    """Device time of each of `repeat` calls from torch.profiler: the L2 flush runs before the
+    profiled region, so it is never counted; launch gaps and host work between kernels are not
+    counted either (what events include and this excludes is the harness's and the launch cost)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    cuda = device.type == "cuda"
+    times = []
+    for _ in range(repeat):
+        if flush_l2 and cuda:
+            _flush(device)
+            synchronize(device)
+        with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+            fn()
+            synchronize(device)
+        times.append(device_ms(prof.events(), cuda))
+    return times
+
+
+def time_by_mode(mode: str, fn: Callable[[], object], device: torch.device, warmup: int = 5, repeat: int = 20,
+                 flush_l2: bool = True) -> list[float]:
+    """Milliseconds of each timed call in one of TIMING_MODES (events: `time_ms`)."""
+    check_timing(mode, str(device))
+    timer = {"events": time_ms, "cuda_graph": time_graph_ms, "profiler": time_profiler_ms}[mode]
+    return timer(fn, device, warmup, repeat, flush_l2)
