@@ -47,8 +47,9 @@ from longca.errors import LongcaError
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.sizes import format_size, parse_heads, parse_size
-from longca_cp.launch import default_backend, init_group, spawn, under_torchrun
+from longca_cp.launch import default_backend, init_group, spawn
 from longca_cp.measure import resolve, unsupported
+from longca_runner.launcher import under_torchrun
 from longca_runner.measure import make_step, seeded_dout
 from longca_runner.timing import synchronize, time_ms
 

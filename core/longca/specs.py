@@ -258,6 +258,11 @@ class CPStrategySpec:
     variants: VariantsFn | None = None
     inner_kernels: tuple[str, ...] | None = None
 
+    def resolved_options(self, problem: Problem, options: dict[str, Any]) -> dict[str, Any]:
+        """The options with defaults filled (unknown names raise LongcaError): the capability check a
+        sweep's grid makes before anything runs, without importing the CP runtime."""
+        return self.resolve_options(problem, dict(options)) if self.resolve_options else dict(options)
+
     def option_variants(self, world: int, heads_q: int, gpus_per_node: int) -> list[dict[str, Any]]:
         """The option sets to try: `variants(...)`, or the defaults only."""
         return self.variants(world, heads_q, gpus_per_node) if self.variants is not None else [{}]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from typing import Any
 from longca.errors import LongcaError
 from longca.results import is_unavailable, read_results
 from longca_runner import gpustate, integrity, peaks
-from longca_runner.outdir import RESULTS_FILE
+from longca_runner.outdir import RESULTS_FILE, existing_runs
 from longca_runner.runinfo import read_runs
 
 # how a cell without a number reads; `n/a` = the kernel's library was not installed in that run
@@ -64,19 +63,6 @@ class Results:
     def where(self, **equal: Any) -> list[Row]:
         """Rows whose fields equal the given values, e.g. `where(mask="causal", direction="fwd")`."""
         return [r for r in self.rows if all(r.get(k) == v for k, v in equal.items())]
-
-
-RUN_FOLDER = re.compile(r"^run-(\d+)$")  # a repeat of `longca bench --runs N` (longca_runner.repeat)
-
-
-def existing_runs(output: Path | str) -> list[Path]:
-    """The OUTPUT/run-K folders that hold results, in K order."""
-    output = Path(output)
-    if not output.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in output.iterdir()
-             if (m := RUN_FOLDER.match(p.name)) and (p / RESULTS_FILE).is_file()]
-    return [p for _, p in sorted(found)]
 
 
 def results_files(paths: Iterable[Path | str]) -> list[Path]:

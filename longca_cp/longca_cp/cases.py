@@ -17,11 +17,12 @@ from longca.errors import LongcaError
 from longca.plugins import get_registry
 from longca.problem import Problem, plugin_label
 from longca.results import ResultRow, as_row, new_row
+from longca_runner.launcher import under_torchrun
 from longca_runner.measure import RunOptions, failure_reason
 from longca_runner.supervisor import check_timeout, default_timeout
 
 from .group import RankGroup
-from .launch import init_group, under_torchrun
+from .launch import init_group
 from .measure import measure_in_group, resolve, unsupported
 
 

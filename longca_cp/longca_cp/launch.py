@@ -19,11 +19,6 @@ PRELOAD = ("torch", "torch.distributed", "torch.fx.experimental.symbolic_shapes"
            "longca_cp.measure", "longca_cp.hybrid")
 
 
-def under_torchrun() -> bool:
-    """True when this process was started by torchrun (or an equivalent launcher setting RANK/WORLD_SIZE)."""
-    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
-
-
 def default_backend(device: str) -> str:
     return "nccl" if device.startswith("cuda") else "gloo"
 

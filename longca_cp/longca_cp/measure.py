@@ -49,8 +49,7 @@ log = logging.getLogger(__name__)
 
 def resolve(problem: Problem, options: dict[str, Any], registry: Registry | None = None) -> dict[str, Any]:
     """The strategy's options with defaults filled (unknown names raise LongcaError)."""
-    spec = (registry or get_registry()).strategy(problem.strategy)
-    return spec.resolve_options(problem, dict(options)) if spec.resolve_options else dict(options)
+    return (registry or get_registry()).strategy(problem.strategy).resolved_options(problem, options)
 
 
 def check_options(problem: Problem, options: dict[str, Any], registry: Registry | None = None) -> None:

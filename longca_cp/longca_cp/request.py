@@ -9,8 +9,9 @@ from typing import Any
 from longca.errors import LongcaError
 from longca.plugins import Registry, get_registry
 from longca.problem import Problem
+from longca_runner.launcher import under_torchrun
 
-from .launch import default_backend, under_torchrun
+from .launch import default_backend
 from .measure import check_options
 
 

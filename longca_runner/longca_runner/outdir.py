@@ -196,3 +196,16 @@ class OutputFolder:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+RUN_FOLDER = re.compile(r"^run-(\d+)$")  # a repeat of `longca bench --runs N` (longca_runner.repeat)
+
+
+def existing_runs(output: Path | str) -> list[Path]:
+    """The OUTPUT/run-K folders that hold results, in K order."""
+    output = Path(output)
+    if not output.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in output.iterdir()
+             if (m := RUN_FOLDER.match(p.name)) and (p / RESULTS_FILE).is_file()]
+    return [p for _, p in sorted(found)]

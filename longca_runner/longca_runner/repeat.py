@@ -15,8 +15,7 @@ from longca.errors import LongcaError
 from longca.plugins import Registry
 from longca.problem import Problem
 from longca.results import ResultRow, ResultsWriter, case_id
-from longca_cli.analysis import existing_runs
-from longca_runner.outdir import RESULTS_FILE
+from longca_runner.outdir import RESULTS_FILE, existing_runs
 from longca_runner.sweep import SweepSpec, problems, run_sweep
 
 

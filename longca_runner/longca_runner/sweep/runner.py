@@ -13,6 +13,7 @@ from longca.plugins import Registry, get_registry
 from longca.problem import Problem
 from longca.results import ResultRow, ResultsWriter, case_id
 from longca_runner import integrity, peaks
+from longca_runner.launcher import under_torchrun
 from longca_runner.measure import RunOptions, check_device
 from longca_runner.outdir import RESULTS_FILE, OutputFolder
 from longca_runner.runinfo import record_run
@@ -57,8 +58,6 @@ def run_sweep(spec: SweepSpec, output: Path, resume: bool = False, on_case: OnCa
     `max_seconds`: start no case (or CP batch) after that many seconds; a case already running
     finishes. The cases left are run by a later call with `resume=True`."""
     registry = registry or get_registry()
-    from longca_cp.launch import under_torchrun
-
     # under torchrun (one or many nodes) every rank runs the loop: the CP cases of its world size
     # join the launcher's group, single-GPU cases run on rank 0 alone, and only rank 0 writes
     launched = under_torchrun()
@@ -148,6 +147,8 @@ class _Runner:
             self.on_case(problem, row)
 
     def flush_cp(self) -> None:
+        if not self.pending:  # no CP case: longca-cp is not needed (nor, maybe, installed)
+            return
         from longca_cp.cases import measure_cases
         from longca_cp.launch import default_backend
 
