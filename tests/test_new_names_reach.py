@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from longca import plugin
-from longca.measure import RunOptions, run_problem
 from longca.plugins import PluginInfo, load_registry
 from longca.problem import Problem
-from longca.sweep import SweepSpec
+from longca_runner.measure import RunOptions, run_problem
+from longca_runner.sweep import SweepSpec
 from longca_sim.simulate import Grid, default_pricing, simulate_grid
 from longca_sim.topology import preset
 

@@ -9,7 +9,7 @@ from longca.specs import head_dims_text
 
 def _availability(spec, plugin: str = "its plugin") -> tuple[bool, str]:
     """(available, why not); a probe that raises or never returns is the reason, naming its plugin."""
-    from .bounded import HookHung, call_bounded
+    from longca.bounded import HookHung, call_bounded
 
     try:
         reason = call_bounded(spec.available, f"available() of kernel {spec.name} ({plugin})")
