@@ -1,7 +1,7 @@
 """Where a CP strategy's time goes at world size 1: its step against its inner kernel alone.
 
 At world size 1 a strategy should cost what its inner kernel costs. This runs each strategy's
-step (as `longca_cp.measure` does: `prepare`, `dispatch`, then `attention` forward or its
+step (as `longca_runner.cp.measure` does: `prepare`, `dispatch`, then `attention` forward or its
 backward) and the inner kernel's own plugin call (`prepare` + `run`, the sweep's baseline), and
 times them with `longca_runner.timing.time_interleaved`: the kernel alone and every strategy take turns
 call by call, so a ratio is not the drift of the GPU's clock between two blocks of calls (on the
@@ -32,19 +32,20 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from longca.capability import strategy_unsupported as unsupported
 from longca.errors import LongcaError, UnsupportedError
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.sizes import format_size, parse_heads, parse_size
 from longca_cp.inner import inner_kernel
-from longca_cp.measure import resolve, unsupported
+from longca_runner.cp.measure import resolve
 from longca_runner.measure import make_step, seeded_dout, unsupported_reason
 from longca_runner.timing import time_interleaved
 
 
 def strategy_parts(problem: Problem, registry, options: dict | None = None):
     """(spec, plan, this rank's q/k/v shards, its dout or None) of a strategy's step, made as
-    `longca_cp.measure` makes them: `prepare` (collective), then `dispatch` of the seeded inputs."""
+    `longca_runner.cp.measure` makes them: `prepare` (collective), then `dispatch` of the seeded inputs."""
     spec = registry.strategy(problem.strategy)
     inner = inner_kernel(problem, registry)
     mask = build_mask(problem, 0, registry)

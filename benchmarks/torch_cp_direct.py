@@ -2,7 +2,7 @@
 
 Issue 29: every wrapped library is timed against a direct call of it. For `torch-cp` the plugin
 path is what `longca dist-run --strategy torch-cp` runs on each rank: the strategy's `prepare`,
-`dispatch` and `attention` (`cp_profile.strategy_parts`, made as `longca_cp.measure` makes them),
+`dispatch` and `attention` (`cp_profile.strategy_parts`, made as `longca_runner.cp.measure` makes them),
 in longca's step (`make_step`). The direct path is written as torch's own CP tests and torchtitan
 write it, on the same global q, k, v (as (B, H, S, D)), the same load balancer and rotate method:
 
@@ -43,12 +43,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from longca.capability import strategy_unsupported as unsupported
 from longca.errors import LongcaError
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.sizes import format_size, parse_heads, parse_size
-from longca_cp.launch import default_backend, init_group, spawn
-from longca_cp.measure import resolve, unsupported
+from longca_runner.cp.launch import default_backend, init_group, spawn
+from longca_runner.cp.measure import resolve
 from longca_runner.launcher import under_torchrun
 from longca_runner.measure import make_step, seeded_dout
 from longca_runner.timing import synchronize, time_ms
@@ -63,7 +64,7 @@ def _sibling(name: str):
     return module
 
 
-cp_profile = _sibling("cp_profile")  # strategy_parts: the plugin's step as longca_cp.measure makes it
+cp_profile = _sibling("cp_profile")  # strategy_parts: the plugin's step as longca_runner.cp.measure makes it
 pvd = _sibling("plugin_vs_direct")  # user_mask_mod (the mask_mod a Flex user writes), rel_diff
 
 DIRECTIONS = ("fwd", "fwdbwd")

@@ -69,7 +69,7 @@ def _case_id(case: dict) -> str:
 
 @functools.cache
 def _results(world: int) -> dict[str, dict]:
-    from longca_cp.check import run_checks
+    from longca_runner.cp.check import run_checks
 
     return {_case_id(r): r for r in run_checks(_cases(world), world, timeout_s=240)}
 

@@ -286,7 +286,7 @@ def test_contrib_specs_of_issue_29_load(name):
 
 
 def test_context_parallel_cases_refuse_what_their_primitives_cannot_say():
-    from longca_cp.inner import inner_unsupported
+    from longca.capability import inner_unsupported
 
     base = Problem(kernel="reference", strategy="ulysses", world_size=2, direction="bwd", **CPU)
     assert inner_unsupported(base) is None

@@ -13,9 +13,9 @@ import pytest
 
 from longca import plugin, reference
 from longca.plugins import PluginInfo, load_registry
-from longca_cp.conformance import check_strategy, register_modules
 from longca_testing.mask_suite import check_mask
 from longca_testing.sampler_suite import check_sampler
+from longca_testing.strategy_suite import check_strategy, register_modules
 
 
 @pytest.fixture(scope="module")

@@ -133,7 +133,7 @@ _LAZY = {
     "strategy_conformance_tests": ("longca_testing", "strategy_conformance_tests"),
     "check_mask": ("longca_testing.mask_suite", "check_mask"),
     "check_sampler": ("longca_testing.sampler_suite", "check_sampler"),
-    "check_strategy": ("longca_cp.conformance", "check_strategy"),
+    "check_strategy": ("longca_testing.strategy_suite", "check_strategy"),
     "ConformanceSkip": ("longca_testing.conformance", "ConformanceSkip"),
     "Settings": ("longca_testing.conformance", "Settings"),
     "assert_close": ("longca_testing.compare", "assert_close"),

@@ -27,7 +27,7 @@ def comm_bench(
         raise LongcaError(f"unknown format {fmt!r}; known: table, json")
     from longca.given import default_device
     from longca.sizes import parse_size
-    from longca_cp.launch import default_backend, init_group, spawn
+    from longca_runner.cp.launch import default_backend, init_group, spawn
     from longca_runner.launcher import under_torchrun
     from longca_sim.commbench import bench_in_group, calibration
 

@@ -73,9 +73,9 @@ def dist_run(
         raise LongcaError(f"unknown format {fmt!r}; known: table, json")
     from longca.given import parse_params, problem_from
     from longca.results import ResultsWriter
-    from longca_cp.cases import measure_cases
-    from longca_cp.launch import DEFAULT_TIMEOUT_S
-    from longca_cp.request import dist_run as resolve_run
+    from longca_runner.cp.cases import measure_cases
+    from longca_runner.cp.launch import DEFAULT_TIMEOUT_S
+    from longca_runner.cp.request import dist_run as resolve_run
     from longca_runner.measure import RunOptions
     from longca_runner.outdir import OutputFolder
 

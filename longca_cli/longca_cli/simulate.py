@@ -73,7 +73,7 @@ def simulate(
     from longca.plugins import get_registry
     from longca.results import ResultsWriter
     from longca.sizes import parse_heads, parse_size
-    from longca_cp.request import strategy_names
+    from longca_runner.cp.request import strategy_names
     from longca_runner.outdir import check_writable_folder
     from longca_sim.request import int_list, pricing_from
     from longca_sim.simulate import Grid, aggregate_of, simulate_grid

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from longca.capability import inner_unsupported
 from longca.errors import UnsupportedError
 from longca.plugins import Registry, get_registry
 from longca.problem import Problem
@@ -19,38 +20,6 @@ class InnerKernel:
     backward: BackwardFn
     softmax_scale: float
     backend: str = ""
-
-
-def _own_kernels(problem: Problem, registry: Registry) -> tuple[str, ...] | None:
-    """The inner kernels a strategy that computes with its own library accepts (None: any with primitives)."""
-    if not problem.strategy or problem.strategy not in registry.entries["strategies"]:
-        return None
-    return registry.strategy(problem.strategy).inner_kernels
-
-
-def inner_unsupported(problem: Problem, registry: Registry | None = None) -> str | None:
-    """Why `problem.kernel` cannot be the inner kernel of a strategy for this problem, or None."""
-    from longca_runner.measure import unsupported_reason
-
-    registry = registry or get_registry()
-    spec = registry.kernel(problem.kernel)
-    # the inner kernel runs through its bfloat16/float16 lse primitives, which take no FP8 inputs and no
-    # deterministic flag: such a CP row would time something else than it says
-    if problem.fp8:
-        return "context parallelism runs its inner kernel's 16-bit lse primitives: no FP8 cases"
-    if problem.deterministic:
-        return "context parallelism: the inner kernel's lse primitives take no deterministic flag"
-    if problem.head_dim_v is not None:
-        return "context parallelism: its schedules move and count V at Q/K's head dim; V of its own is not wired"
-    own = _own_kernels(problem, registry)
-    if own is not None and spec.name not in own:
-        return (f"strategy {problem.strategy} computes with its own library's attention: its inner kernel is "
-                f"{' or '.join(own)}, not {spec.name}")
-    if own is None and (spec.forward_lse is None or spec.backward_lse is None):
-        return (f"kernel {spec.name!r} has no forward_lse/backward_lse primitives, so it cannot be the inner "
-                f"kernel of a context-parallel strategy")
-    reason = unsupported_reason(spec, problem.with_(strategy=None, world_size=1), registry)
-    return f"inner kernel {spec.name}: {reason}" if reason else None
 
 
 def _not_a_primitive(name: str):

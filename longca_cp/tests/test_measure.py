@@ -7,7 +7,7 @@ import torch.distributed as dist
 from longca.plugins import get_registry
 from longca.problem import Problem
 from longca_cp import schedule
-from longca_cp.measure import measure, resolve
+from longca_runner.cp.measure import measure, resolve
 from longca_runner.measure import RunOptions
 
 

@@ -10,9 +10,9 @@ from longca.masks import slices as sl
 from longca.problem import Problem, build_mask
 from longca_cp.accounting import balance, link_bytes, rank_totals, schedule_of
 from longca_cp.calls import buffer_passes, buffers_table, key_buffers, pair_calls, sources_table
-from longca_cp.launch import spawn
 from longca_cp.layout import contiguous, make_layout, zigzag
-from longca_cp.measure import resolve
+from longca_runner.cp.launch import spawn
+from longca_runner.cp.measure import resolve
 
 
 def crop_pairs(mask_slices, q_runs, k_runs):
@@ -91,7 +91,7 @@ def _problem(strategy, world=4, mask="causal_document"):
 @pytest.mark.slow  # spawns 4 gloo ranks
 def test_transfers_are_what_the_strategies_send():
     cases = [{"problem": {**_problem(s).__dict__, "world_size": 4}, "options": o} for s, o in CASES]
-    per_rank = spawn(__import__("longca_cp.check", fromlist=["transfer_cases"]).transfer_cases, 4, "gloo", "cpu",
+    per_rank = spawn(__import__("longca_runner.cp.check", fromlist=["transfer_cases"]).transfer_cases, 4, "gloo", "cpu",
                      (cases,), 300)
     for i, (strategy, options) in enumerate(CASES):
         problem = _problem(strategy)

@@ -63,7 +63,7 @@ class Asked:
 
 def recommendations(asked: Asked, registry: Registry | None = None) -> tuple[list[Any], Any]:
     """The ranked lines (`recommend.recommend`) and the topology they were priced on."""
-    from longca_cp.request import strategy_names
+    from longca_runner.cp.request import strategy_names
 
     from .costmodel import fit_rows, load_fits, read_rows
     from .recommend import Setting, recommend

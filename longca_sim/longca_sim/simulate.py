@@ -602,7 +602,7 @@ def resolve_for(problem: Problem, options: dict[str, Any], gpus_per_node: int,
     """
     import os
 
-    from longca_cp.measure import resolve
+    from longca_runner.cp.measure import resolve
 
     saved = os.environ.get("LOCAL_WORLD_SIZE")
     os.environ["LOCAL_WORLD_SIZE"] = str(min(gpus_per_node, problem.world_size))

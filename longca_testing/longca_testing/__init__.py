@@ -66,7 +66,7 @@ def strategy_conformance_tests(strategy: str, **kwargs: Any):
 
 
 _LAZY = {"Settings": ".conformance", "check_mask": ".mask_suite", "check_sampler": ".sampler_suite",
-         "check_strategy": "longca_cp.conformance"}
+         "check_strategy": "longca_testing.strategy_suite"}
 
 
 def __getattr__(name: str) -> Any:

@@ -1,7 +1,7 @@
 """The one measurement path, a module per job: the options (`options`), the step every timing site
 times with its seeded output gradient (`step`), the status rules (`status`), the stages of a case
 (`phases`, an object passed in), correctness checks (`checks`), summaries over mask draws
-(`samples`) and one single-GPU case (`case.run_problem`). CP ranks (`longca_cp.measure`) and the
+(`samples`) and one single-GPU case (`case.run_problem`). CP ranks (`longca_runner.cp.measure`) and the
 benchmark scripts use the same pieces. Everything is re-exported here: `from longca_runner.measure import X`.
 """
 from __future__ import annotations

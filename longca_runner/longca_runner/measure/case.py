@@ -7,12 +7,13 @@ import logging
 import torch
 
 from longca import memory
+from longca.capability import unsupported_reason
 from longca.errors import LongcaError, UnsupportedError
 from longca.flops import problem_flops
 from longca.plugins import Registry, get_registry
 from longca.problem import Problem, build_mask, check_mask_params, make_inputs
-from longca.results import UNAVAILABLE, Checked, ResultRow, new_row
-from longca.specs import KernelSpec, head_dims_text
+from longca.results import Checked, ResultRow, new_row
+from longca.specs import KernelSpec
 from longca_runner.measure.checks import check_mode, full_check, spot_check
 from longca_runner.measure.options import RunOptions, tolerance_for
 from longca_runner.measure.phases import Phases
@@ -29,39 +30,6 @@ def check_device(device: str) -> None:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise LongcaError(f"--device {device}: no CUDA GPU is visible (torch {torch.__version__}, "
                           f"CUDA build: {torch.version.cuda or 'none'}); use --device cpu")
-
-
-def unsupported_reason(spec: KernelSpec, problem: Problem, registry: Registry | None = None) -> str | None:
-    """Why this kernel cannot run this problem here, from its declared capabilities; None if it can."""
-    try:
-        missing = spec.available()
-    except Exception as exc:  # noqa: BLE001 - an availability probe must not crash a sweep
-        missing = f"available() raised {type(exc).__name__}: {exc}"
-    if missing:
-        return f"{UNAVAILABLE}{missing}"
-    claimed = (registry or get_registry()).claimed_masks(spec.masks)
-    if problem.mask not in claimed:
-        return f"mask {problem.mask} is not supported (supported: {', '.join(claimed)})"
-    if problem.device_type not in spec.devices:
-        return f"device {problem.device_type} is not supported (supported: {', '.join(spec.devices)})"
-    if problem.dtype not in spec.dtypes:
-        return f"dtype {problem.dtype} is not supported (supported: {', '.join(spec.dtypes)})"
-    if not spec.takes_head_dims(problem.head_dim, problem.head_dim_v):
-        what = "head_dim" if problem.head_dim_v is None else "head dims (Q/K, V)"
-        return f"{what} {problem.head_dims_label} is not supported (supported: {head_dims_text(spec.head_dims)})"
-    if not spec.gqa and problem.heads_q != problem.heads_kv:
-        return "GQA (heads_q != heads_kv) is not supported"
-    if problem.direction != "fwd" and not spec.backward:
-        return "backward is not supported"
-    if problem.deterministic and spec.deterministic is not True:
-        return (f"a deterministic backward is not offered: {spec.deterministic}" if spec.deterministic
-                else "a deterministic backward is not offered by this kernel")
-    if spec.min_compute_capability and problem.device_type == "cuda":
-        cc = torch.cuda.get_device_capability(problem.device)
-        if cc < spec.min_compute_capability:
-            need = ".".join(map(str, spec.min_compute_capability))
-            return f"needs compute capability >= {need}, this GPU has {cc[0]}.{cc[1]}"
-    return spec.supports(problem) if spec.supports else None
 
 
 def fits(spec: KernelSpec, problem: Problem, options: RunOptions) -> str | None:

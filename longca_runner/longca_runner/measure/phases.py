@@ -1,5 +1,5 @@
 """Where a case is: each stage of a measurement names itself, so a supervisor that has to stop
-a stuck case (`longca_runner.supervisor`, `longca_cp.group`) can say where it was stuck.
+a stuck case (`longca_runner.supervisor`, `longca_runner.cp.group`) can say where it was stuck.
 
 An object handed down the measurement, not a module global: two measurements in one process
 (tests, a CP rank and its inner kernel) each keep their own."""

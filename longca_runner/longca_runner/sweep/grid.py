@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from longca.capability import check_options
 from longca.plugins import Registry, get_registry
 from longca.problem import Problem, check_mask_params
 from longca.results import ResultsWriter, case_id
@@ -46,7 +47,7 @@ def _baselines(spec: SweepSpec, problem: Problem) -> Iterator[Problem]:
 def _cp_problem(spec: SweepSpec, problem: Problem, strategy: str, world: int) -> Problem:
     """A CP case with the options the spec gives: its identity (for --resume) depends on nothing else.
 
-    Defaults are filled in where the case runs (`longca_cp.cases.measure_cases`; they may depend
+    Defaults are filled in where the case runs (`longca_runner.cp.cases.measure_cases`; they may depend
     on the host, such as the ranks per node) and recorded in the row's strategy_options."""
     cp = problem.with_(strategy=strategy, world_size=world,
                        seqlen=problem.seqlen * world if spec.seqlen_per_rank else problem.seqlen)
@@ -56,8 +57,6 @@ def _cp_problem(spec: SweepSpec, problem: Problem, strategy: str, world: int) ->
 def expand(spec: SweepSpec, registry: Registry | None = None) -> list[Problem]:
     """The grid as a list, every case checked before anything runs: mask parameters, and CP
     options (unknown names are LongcaErrors)."""
-    from longca_cp.measure import check_options
-
     registry = registry or get_registry()
     cases = list(problems(spec, registry))
     for problem in cases:

@@ -149,8 +149,8 @@ class _Runner:
     def flush_cp(self) -> None:
         if not self.pending:  # no CP case: longca-cp is not needed (nor, maybe, installed)
             return
-        from longca_cp.cases import measure_cases
-        from longca_cp.launch import default_backend
+        from longca_runner.cp.cases import measure_cases
+        from longca_runner.cp.launch import default_backend
 
         spec = self.spec
         while self.pending and not self.out_of_time():

@@ -6,13 +6,12 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from longca.capability import check_options
 from longca.errors import LongcaError
 from longca.plugins import Registry, get_registry
 from longca.problem import Problem
+from longca_runner.cp.launch import default_backend
 from longca_runner.launcher import under_torchrun
-
-from .launch import default_backend
-from .measure import check_options
 
 
 def strategy_names(text: str, registry: Registry | None = None) -> list[str]:

@@ -28,8 +28,8 @@ from longca_runner.measure import RunOptions, failure_reason, failure_status
 log = logging.getLogger(__name__)
 
 GRACE_S = 3.0  # after a first failure, how long the other ranks may take to report theirs
-PRELOAD = (*procs.PRELOAD, "torch.fx.experimental.symbolic_shapes", "longca_cp.check", "longca_cp.measure",
-           "longca_cp.hybrid")
+PRELOAD = (*procs.PRELOAD, "torch.fx.experimental.symbolic_shapes", "longca_runner.cp.check",
+           "longca_runner.cp.measure", "longca_cp.hybrid")
 ECHOES = ("connection reset", "connection closed", "broken pipe", "peer", "timed out", "timeout")
 
 
@@ -54,10 +54,9 @@ def _rank_main(rank: int, world: int, store: str, backend: str, device: str, con
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     import torch
 
+    from longca_runner.cp.launch import init_group
+    from longca_runner.cp.measure import measure_rank
     from longca_runner.measure import Phases
-
-    from .launch import init_group
-    from .measure import measure_rank
 
     if not device.startswith("cuda"):
         torch.set_num_threads(threads)

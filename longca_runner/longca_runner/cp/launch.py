@@ -15,8 +15,8 @@ import torch.distributed as dist
 
 DEFAULT_TIMEOUT_S = 600
 # imported once by the fork server, not by every child (autograd's first call alone imports sympy)
-PRELOAD = ("torch", "torch.distributed", "torch.fx.experimental.symbolic_shapes", "longca_cp.check",
-           "longca_cp.measure", "longca_cp.hybrid")
+PRELOAD = ("torch", "torch.distributed", "torch.fx.experimental.symbolic_shapes", "longca_runner.cp.check",
+           "longca_runner.cp.measure", "longca_cp.hybrid")
 
 
 def default_backend(device: str) -> str:

@@ -11,9 +11,8 @@ import torch.distributed as dist
 from longca import reference
 from longca.plugins import Registry, get_registry
 from longca.problem import Problem, build_mask, make_inputs
+from longca_cp.inner import inner_kernel
 from longca_runner.measure import rel_err, seeded_dout
-
-from .inner import inner_kernel
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +100,7 @@ def check_cases(device: str, cases: list[dict[str, Any]]) -> list[dict[str, Any]
 def run_checks(cases: list[dict[str, Any]], world_size: int, backend: str = "gloo", device: str = "cpu",
                timeout_s: float = 300) -> list[dict[str, Any]]:
     """Spawn `world_size` processes once and check every case there; rank 0's answers."""
-    from .launch import spawn
+    from longca_runner.cp.launch import spawn
 
     return spawn(check_cases, world_size, backend, device, (cases,), timeout_s)[0]
 
@@ -111,7 +110,7 @@ def transfer_cases(device: str, cases: list[dict[str, Any]]) -> list[dict[str, A
 
     Run in a spawned group (`launch.spawn`); tests compare the answer with `schedule.comm`.
     """
-    from .comm import recording
+    from longca_cp.comm import recording
 
     registry = get_registry()
     answers = []

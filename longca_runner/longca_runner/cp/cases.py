@@ -13,17 +13,17 @@ from collections.abc import Callable
 from dataclasses import asdict
 
 from longca.bounded import HookHung, call_bounded
+from longca.capability import strategy_unsupported
 from longca.errors import LongcaError
 from longca.plugins import get_registry
 from longca.problem import Problem, plugin_label
 from longca.results import ResultRow, as_row, new_row
+from longca_runner.cp.group import RankGroup
+from longca_runner.cp.launch import init_group
+from longca_runner.cp.measure import measure_in_group, resolve
 from longca_runner.launcher import under_torchrun
 from longca_runner.measure import RunOptions, failure_reason
 from longca_runner.supervisor import check_timeout, default_timeout
-
-from .group import RankGroup
-from .launch import init_group
-from .measure import measure_in_group, resolve, unsupported
 
 
 def _measure_under_torchrun(cases: list, run: RunOptions, backend: str, device: str, timeout_s: float) -> list[dict]:
@@ -44,7 +44,7 @@ def _refusal(problem: Problem, options: dict[int, dict], i: int, timeout_s: floa
     host that runs it). Unknown names stay input errors (LongcaError)."""
     def decide() -> str | None:
         options[i] = resolve(problem, problem.strategy_options)
-        return unsupported(problem, options[i])
+        return strategy_unsupported(problem, options[i])
 
     what = (f"resolve_options()/supports() of strategy {problem.strategy} or inner kernel {problem.kernel} "
             f"({plugin_label(get_registry(), 'strategies', problem.strategy or '')})")

@@ -75,12 +75,12 @@ def rank_checks(device: str, name: str, problems: list[dict], plugin_modules: tu
     import torch
     import torch.distributed as dist
 
+    from longca.capability import strategy_unsupported as unsupported
     from longca.problem import Problem, build_mask, make_inputs
+    from longca_cp.inner import inner_kernel
+    from longca_runner.cp.check import outputs
+    from longca_runner.cp.measure import resolve
     from longca_runner.measure import rel_err, seeded_dout
-
-    from .check import outputs
-    from .inner import inner_kernel
-    from .measure import resolve, unsupported
 
     for path in paths:
         if path not in sys.path:
@@ -178,7 +178,7 @@ def check_spec(name: str, registry: Registry) -> list[dict]:
 def check_world(name: str, world: int, registry: Registry, plugin_modules: tuple[str, ...],
                 inner: str = "reference") -> list[dict]:
     """Every claimed mask at `world` gloo ranks: out, dq, dk, dv vs the reference; the round trip."""
-    from .launch import spawn
+    from longca_runner.cp.launch import spawn
 
     spec = registered_spec(registry, "strategies", name)
     problems = _problems(spec, registry, inner)

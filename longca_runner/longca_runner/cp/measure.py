@@ -19,8 +19,12 @@ import torch.distributed as dist
 from longca.errors import LongcaError, UnsupportedError
 from longca.flops import problem_flops
 from longca.plugins import Registry, get_registry
-from longca.problem import Problem, check_mask_params, make_inputs
+from longca.problem import Problem, make_inputs
 from longca.results import ResultRow, new_row
+from longca_cp.accounting import balance, balance_of, median_balance, rank_totals
+from longca_cp.inner import inner_kernel
+from longca_cp.schedule import capturing
+from longca_runner.cp.check import compare, spot_compare
 from longca_runner.measure import (
     TOLERANCE,
     Phases,
@@ -39,47 +43,12 @@ from longca_runner.measure import (
 )
 from longca_runner.timing import host_ms
 
-from .accounting import balance, balance_of, median_balance, rank_totals
-from .check import compare, spot_compare
-from .inner import inner_kernel, inner_unsupported
-from .schedule import capturing
-
 log = logging.getLogger(__name__)
 
 
 def resolve(problem: Problem, options: dict[str, Any], registry: Registry | None = None) -> dict[str, Any]:
     """The strategy's options with defaults filled (unknown names raise LongcaError)."""
     return (registry or get_registry()).strategy(problem.strategy).resolved_options(problem, options)
-
-
-def check_options(problem: Problem, options: dict[str, Any], registry: Registry | None = None) -> None:
-    """Unknown option names as input errors, before anything runs; a resolve_options() that raises
-    otherwise or never returns is left to the case's own row (`longca_cp.cases`)."""
-    from longca.bounded import HookHung, call_bounded
-
-    try:
-        call_bounded(lambda: resolve(problem, options, registry), f"resolve_options() of {problem.strategy}")
-    except HookHung:
-        return
-    except LongcaError:
-        raise
-    except (Exception, SystemExit):  # noqa: BLE001 - the case's row says it
-        return
-
-
-def unsupported(problem: Problem, options: dict[str, Any], registry: Registry | None = None) -> str | None:
-    """Why this strategy / inner kernel cannot run the problem, or None. Unknown names raise LongcaError."""
-    registry = registry or get_registry()
-    spec = registry.strategy(problem.strategy)
-    registry.kernel(problem.kernel)
-    check_mask_params(problem, registry)
-    claimed = registry.claimed_masks(spec.masks)
-    if problem.mask not in claimed:
-        return f"strategy {spec.name}: mask {problem.mask} is not supported (supported: {', '.join(claimed)})"
-    reason = inner_unsupported(problem, registry)
-    if reason:
-        return reason
-    return spec.supports(problem, options) if spec.supports else None
 
 
 def _reduce(ranks: list) -> tuple[tuple[float, float, float], list[float], int | None, float, float]:
@@ -161,7 +130,7 @@ def measure_rank(problem: Problem, options: dict[str, Any], run: RunOptions, gro
     """This rank's part of one CP case (collective): the row on rank 0, None on the others.
 
     Raises whatever the strategy raised on this rank: the caller decides what the row says
-    (`measure` here, or the group supervisor in `longca_cp.group`, which hears every rank)."""
+    (`measure` here, or the group supervisor in `longca_runner.cp.group`, which hears every rank)."""
     registry = registry or get_registry()
     group = group or dist.group.WORLD
     phases = phases or Phases()
