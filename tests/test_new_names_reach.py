@@ -6,9 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import longca_testing as testing
 from longca import plugin
 from longca.plugins import PluginInfo, load_registry
 from longca.problem import Problem
+from longca_cp import plugin as cp
 from longca_runner.measure import RunOptions, run_problem
 from longca_runner.sweep import SweepSpec
 from longca_sim.simulate import Grid, default_pricing, simulate_grid
@@ -32,7 +34,7 @@ def _build(ctx):
 def registry():
     registry = load_registry()
     info = PluginInfo("newnames", "longca-plugin-newnames", "0", "tests")
-    registry._add("strategies", plugin.hybrid_strategy(SIXTH, "a ring under a sixth name"), info)
+    registry._add("strategies", cp.hybrid_strategy(SIXTH, "a ring under a sixth name"), info)
     registry._add("masks", plugin.MaskSpec(MASK, "block_sparse", "|q block - k block| <= 1", _build,
                                            params={"block": "tokens per block (default 64)"}), info)
     return registry
@@ -50,7 +52,7 @@ def test_the_simulator_prices_a_sixth_strategy_by_its_schedule(registry):
 def test_a_new_block_sparse_mask_is_in_the_group_and_passes_its_suite(registry):
     assert MASK in registry.mask_group("block_sparse") and MASK not in registry.mask_group("static")
     assert MASK in SweepSpec(kernels=["reference"], masks="block_sparse", seqlens=[256]).mask_names(registry)
-    report = plugin.check_mask(MASK, registry)
+    report = testing.check_mask(MASK, registry)
     assert not report.failures, report.summary()
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from longca import plugin
 from longca.plugins import PluginInfo, load_registry
+from longca_cp import plugin as cp
 from longca_sim.recommend import Setting, recommend, variants
 from longca_sim.simulate import default_pricing
 from longca_sim.topology import preset
@@ -26,7 +26,7 @@ def test_a_third_party_strategys_variants_are_what_recommend_tries():
         asked.append((world, heads_q, gpus_per_node))
         return tried
 
-    ring = plugin.hybrid_strategy("my-ring", "a ring under another name")
+    ring = cp.hybrid_strategy("my-ring", "a ring under another name")
     plain = replace(ring, name="my-plain", variants=None)  # no variants: its defaults only
     registry = _registry_with(replace(ring, variants=mine), plain)
     assert variants("my-plain", 8, 8, 8, registry) == [{}]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import longca_testing as testing
 from longca import plugin, reference
 from longca.plugins import PluginInfo, load_registry
 from longca_testing.mask_suite import check_mask
@@ -30,8 +31,8 @@ def _add(registry, kind: str, spec) -> None:
 
 def _check(registry, kernel: str, shapes: bool = False):
     """The kernel suite on CPU; the shape-* cases only where the fault needs them (they take seconds)."""
-    settings = plugin.Settings() if shapes else plugin.Settings(variants=())
-    return plugin.check_kernel(kernel, "cpu", registry=registry, settings=settings)
+    settings = testing.Settings() if shapes else testing.Settings(variants=())
+    return testing.check_kernel(kernel, "cpu", registry=registry, settings=settings)
 
 
 def _reference_kernel(name: str, **changes) -> plugin.KernelSpec:
@@ -109,7 +110,7 @@ def test_mask_with_overlapping_slices(wrong_registry):
 
 def test_mask_is_validated_when_a_run_builds_it(wrong_registry):
     with pytest.raises(plugin.LongcaError, match="mask 'causal_twice' of plugin longca_wrong_plugins.*disjoint"):
-        plugin.build_mask("causal_twice", 256, registry=wrong_registry)
+        testing.build_mask("causal_twice", 256, registry=wrong_registry)
     with pytest.raises(ValueError, match="slice 0 .* has type 7"):
         plugin.Mask("bad", 16, {}, plugin.slices_array([(0, 16, 0, 16, 7)]))
     with pytest.raises(ValueError, match="ranges outside"):

@@ -332,3 +332,15 @@ def env_info(registry: Registry | None = None) -> dict[str, Any]:
             except Exception as exc:  # noqa: BLE001 - a failing env-info hook is one field of the info, not a failed run
                 info[f"{name}_error"] = f"{type(exc).__name__}: {exc}"
     return info
+
+
+def installed_version(*distributions: str) -> str | None:
+    """The version of the first of `distributions` that is installed, or None (a library's names vary)."""
+    from importlib import metadata
+
+    for dist in distributions:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None

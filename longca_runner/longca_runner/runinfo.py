@@ -15,18 +15,6 @@ from longca import __version__
 RUNS_FILE = "runs.jsonl"
 
 
-def installed_version(*distributions: str) -> str | None:
-    """The version of the first of `distributions` that is installed, or None (a library's names vary)."""
-    from importlib import metadata
-
-    for dist in distributions:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
-
-
 def _default(value: Any) -> Any:
     return value.tolist() if hasattr(value, "tolist") else str(value)
 

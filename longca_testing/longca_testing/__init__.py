@@ -1,4 +1,5 @@
-"""Testing kit for longca plugins: the kernel conformance suite and its pytest integration.
+"""The testing face for plugin authors: the kernel, mask, sampler and CP strategy conformance suites,
+their pytest integration, and what plugins' own tests compare with.
 
     from longca_testing import conformance_tests
     test_conformance = conformance_tests("mykernel")   # in a plugin's tests/test_conformance.py
@@ -9,12 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    from longca_testing.conformance import Case, Report, Settings
+from longca.faces import lazy_getattr
 
-__all__ = ["conformance_tests", "run_conformance", "check_kernel", "conformance_cases", "Settings",
-           "mask_conformance_tests", "sampler_conformance_tests", "strategy_conformance_tests",
-           "check_mask", "check_sampler", "check_strategy"]
+if TYPE_CHECKING:  # pragma: no cover
+    from longca_testing.conformance import Case, Report
 
 
 def run_conformance(kernel: str, device: Any = None, **kwargs: Any) -> list[dict]:
@@ -65,13 +64,25 @@ def strategy_conformance_tests(strategy: str, **kwargs: Any):
     return tests(strategy, **kwargs)
 
 
-_LAZY = {"Settings": ".conformance", "check_mask": ".mask_suite", "check_sampler": ".sampler_suite",
-         "check_strategy": "longca_testing.strategy_suite"}
+# name -> (module, attribute): the suites' entry points and what plugins' own tests compare with
+# (the runner's one measurement path, the tolerances); tests/test_public_face.py resolves every entry
+_LAZY = {
+    "Settings": ("longca_testing.conformance", "Settings"),
+    "check_mask": ("longca_testing.mask_suite", "check_mask"),
+    "check_sampler": ("longca_testing.sampler_suite", "check_sampler"),
+    "check_strategy": ("longca_testing.strategy_suite", "check_strategy"),
+    "build_mask": ("longca_testing.builders", "build_mask"),
+    "assert_close": ("longca_testing.compare", "assert_close"),
+    "compare_primitives": ("longca_testing.primitives", "compare_primitives"),
+    "rel_err": ("longca_runner.measure", "rel_err"),
+    "TOLERANCE": ("longca_runner.measure", "TOLERANCE"),
+    "tolerance_for": ("longca_runner.measure", "tolerance_for"),
+    "RunOptions": ("longca_runner.measure", "RunOptions"),
+    "run_problem": ("longca_runner.measure", "run_problem"),
+    "seeded_dout": ("longca_runner.measure", "seeded_dout"),
+}
 
+__all__ = ["conformance_tests", "run_conformance", "check_kernel", "conformance_cases",
+           "mask_conformance_tests", "sampler_conformance_tests", "strategy_conformance_tests", *_LAZY]
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from importlib import import_module
-
-        return getattr(import_module(_LAZY[name], __name__), name)  # a strategy's suite lives in longca-cp
-    raise AttributeError(name)
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

@@ -102,7 +102,7 @@ def strategy_conformance_tests(strategy: str, *, world_sizes: tuple[int, ...] = 
                                plugin_modules: tuple[str, ...] = (), inner: str = "reference") -> Callable[..., None]:
     """`test_strategy = strategy_conformance_tests("mystrategy")`: gloo ranks on CPU, one test per world size
     (`inner`: the inner kernel, for a strategy that names its own in `inner_kernels`)."""
-    from longca_testing.strategy_suite import strategy_conformance_cases  # the CP runtime's own distribution
+    from longca_testing.strategy_suite import strategy_conformance_cases  # the CP strategy suite
 
     cases = strategy_conformance_cases(strategy, world_sizes=world_sizes, plugin_modules=plugin_modules, inner=inner)
     return parametrized(cases, f"longca conformance of CP strategy {strategy!r}")

@@ -239,7 +239,7 @@ def prepare(problem, mask, q, k, v, dout=None) -> Fp8Prepared:
     import cudnn
     import torch
 
-    from longca.plugin import seeded_dout
+    from longca_testing import seeded_dout
 
     from .graphs import handle_for
 

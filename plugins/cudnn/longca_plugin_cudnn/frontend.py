@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from longca.plugin import (
+from longca_flashplan.plugin import (
     CallArgs,
     FlashPrepared,
     flash_plan_for,

@@ -20,17 +20,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from longca.plugin import (
+from longca.plugin import UNAVAILABLE, KernelSpec, hookimpl, installed_version
+from longca_flashplan.plugin import (
     FA_MASKS,
-    UNAVAILABLE,
     CallArgs,
     ExecCall,
-    KernelSpec,
     full_or_square_causal,
     gpu_reason,
     head_dim_reason,
-    hookimpl,
-    installed_version,
     lse_primitives,
     make_prepare_run,
     plan_reason,

@@ -1,5 +1,5 @@
 """longca's conformance suite for the cudnn kernel: one test per case (CUDA cases marked `gpu`;
 without a GPU they skip with the kernel's reason)."""
-from longca.plugin import conformance_tests
+from longca_testing import conformance_tests
 
 test_conformance = conformance_tests("cudnn")

@@ -9,24 +9,17 @@ import sys
 import pytest
 import torch
 
-from longca.plugin import (
-    ANY_STATIC,
-    STATIC_MASKS,
-    Problem,
-    full_or_square_causal,
-    get_registry,
-    kernel_rows,
-    plan_reason,
-    problem_mask,
-)
+from longca.plugin import ANY_STATIC, STATIC_MASKS, Problem, get_registry, problem_mask
+from longca_flashplan.plugin import full_or_square_causal, plan_reason
 from longca_plugin_cudnn import frontend, hooks
 from longca_plugin_cudnn.hooks import BACKWARD_REASON, WINDOW_MASKS
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only listing")
 def test_listed_unavailable():
-    rows = {r["name"]: r for r in kernel_rows(get_registry())}
-    assert rows["cudnn"]["available"] is False and "CUDA GPU" in rows["cudnn"]["reason"]
+    spec = get_registry().kernel("cudnn")  # what list-kernels shows: available() says why not
+    reason = spec.available()
+    assert reason and "CUDA GPU" in reason
 
 
 @pytest.mark.parametrize("mask", STATIC_MASKS)
@@ -97,9 +90,13 @@ def test_backend_names_the_path(monkeypatch):
 
 LISTING = """
 import json, sys
-from longca.plugin import get_registry, kernel_rows
-row = {r["name"]: r for r in kernel_rows(get_registry())}["cudnn"]
-print(json.dumps({"masks": row["masks"], "lse": row["lse_primitives"], "imported": "cudnn" in sys.modules}))
+from longca.plugin import get_registry
+registry = get_registry()
+spec = registry.kernel("cudnn")
+spec.available()  # as list-kernels asks it
+print(json.dumps({"masks": registry.claimed_masks(spec.masks),
+                  "lse": spec.forward_lse is not None and spec.backward_lse is not None,
+                  "imported": "cudnn" in sys.modules}))
 """
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from longca.plugin import Problem, RunOptions, run_problem, tolerance_for
+from longca.plugin import Problem
 from longca_plugin_cudnn import fp8, frontend, hooks
+from longca_testing import RunOptions, run_problem, tolerance_for
 
 pytestmark = [pytest.mark.longca_gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

@@ -12,24 +12,19 @@ import torch
 from longca import plugin
 from longca.plugin import (
     STATIC_MASKS,
-    CallArgs,
     Problem,
-    assert_close,
-    compare_primitives,
     get_registry,
-    lse_primitives,
     make_inputs,
-    plan_reason,
     problem_mask,
     reference_attention,
     reference_backward_lse,
     reference_forward_lse,
-    rel_err,
-    window_slices,
 )
+from longca_flashplan.plugin import CallArgs, lse_primitives, plan_reason, window_slices
 from longca_plugin_cudnn import frontend, hooks
 from longca_plugin_cudnn.emulated import EmulatedGraphs, band_mask
 from longca_plugin_cudnn.frontend import FrontendAdapter, Ragged, RaggedLayout, band_ok, band_settings, cudnn_bounds
+from longca_testing import assert_close, compare_primitives, rel_err
 
 pytestmark = pytest.mark.numerics  # float results: CI runs these again under another ATEN_CPU_CAPABILITY
 

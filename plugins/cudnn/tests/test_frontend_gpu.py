@@ -7,18 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from longca.plugin import (
-    STATIC_MASKS,
-    Problem,
-    RunOptions,
-    flash_run_forward,
-    make_inputs,
-    problem_mask,
-    reference_forward_lse,
-    rel_err,
-    run_problem,
-)
+from longca.plugin import STATIC_MASKS, Problem, make_inputs, problem_mask, reference_forward_lse
+from longca_flashplan.plugin import flash_run_forward
 from longca_plugin_cudnn import frontend, hooks
+from longca_testing import RunOptions, rel_err, run_problem
 
 pytestmark = [pytest.mark.longca_gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

@@ -8,8 +8,9 @@ import importlib.util
 import pytest
 import torch
 
-from longca.plugin import Problem, conformance_tests, make_inputs, problem_mask
+from longca.plugin import Problem, make_inputs, problem_mask
 from longca_plugin_fa2_sparse import hooks
+from longca_testing import conformance_tests
 
 
 def problem(seqlen=384, heads=(4, 2), block=128, batch=2):

@@ -17,8 +17,8 @@ import inspect
 import os
 from typing import Any
 
-from longca import plugin
-from longca.plugin import CallArgs, ExecCall
+from longca_flashplan import plugin as flash
+from longca_flashplan.plugin import CallArgs, ExecCall
 
 ENV_BACKEND = "LONGCA_FA2_BACKEND"  # "flash_attn" or "torch": force one implementation
 
@@ -53,7 +53,7 @@ def _gqa(q, k) -> bool:
     return q.shape[-2] != k.shape[-2]
 
 
-class TorchFlash(plugin.FlashAdapter):
+class TorchFlash(flash.FlashAdapter):
     """torch's bundled FlashAttention-2 through `aten._flash_attention_forward/_backward`."""
 
     name = "torch-flash"
@@ -87,7 +87,7 @@ class TorchFlash(plugin.FlashAdapter):
         return dq, dk, dv
 
 
-class FlashAttn2(plugin.FlashAdapter):
+class FlashAttn2(flash.FlashAdapter):
     """The flash_attn package's explicit-lse primitives (flash-attn >= 2.6)."""
 
     name = "flash_attn"
@@ -133,14 +133,14 @@ def adapter():
 
 def _flash_attn_public(q, k, v, call: ExecCall):
     fa2 = FlashAttn2()
-    return plugin.public_attention(fa2, fa2.public_functions(), q, k, v, call)
+    return flash.public_attention(fa2, fa2.public_functions(), q, k, v, call)
 
 
 def _flash_attn_public_deterministic(q, k, v, call: ExecCall):
     """`flash_attn_func(..., deterministic=True)`: the backward's deterministic algorithm."""
     fa2 = FlashAttn2()
     fa2.deterministic = True
-    return plugin.public_attention(fa2, fa2.public_functions(), q, k, v, call)
+    return flash.public_attention(fa2, fa2.public_functions(), q, k, v, call)
 
 
 def _sdpa_flash(q, k, v, call: ExecCall):

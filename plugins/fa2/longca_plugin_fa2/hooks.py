@@ -7,7 +7,9 @@ calls share query rows (see `plan` and `executor`). Block-sparse masks are not s
 from __future__ import annotations
 
 from longca import plugin
-from longca.plugin import gpu_reason, installed_version
+from longca.plugin import installed_version
+from longca_flashplan import plugin as flash
+from longca_flashplan.plugin import gpu_reason
 
 from . import backends
 
@@ -40,10 +42,10 @@ TORCH_DETERMINISTIC = ("torch's bundled FlashAttention-2 (aten._flash_attention_
 def supports(problem) -> str | None:
     if problem.deterministic and backends.chosen() != "flash_attn":
         return TORCH_DETERMINISTIC
-    return plugin.head_dim_reason(problem)
+    return flash.head_dim_reason(problem)
 
 
-SPEC = plugin.flash_kernel(
+SPEC = flash.flash_kernel(
     "fa2", "FlashAttention-2 (flash_attn, else torch's bundled copy): varlen documents, window_size, "
            "lse-merged calls for heterogeneous masks",
     backends.adapter, public_for=backends.public_for, available=available, backend=backend, head_dims=HEAD_DIMS,

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from longca import plugin
-from longca.plugin import CallArgs, any_window, head_dim_reason, installed_version, plan_reason
+from longca.plugin import installed_version
+from longca_flashplan import plugin as flash
+from longca_flashplan.plugin import CallArgs, any_window, head_dim_reason, plan_reason
 
 
-class FA3(plugin.FlashAdapter):
+class FA3(flash.FlashAdapter):
     """FlashAttention-3's explicit-lse primitives (flash-attention 2.8.x hopper/ signatures)."""
 
     name = "fa3"
@@ -83,7 +85,7 @@ def build_reason(problem, flags: dict, mask=None) -> str | None:
         what = "the backward"
     elif (off("LOCAL") or off("VARLEN")) and mask is not False:
         mask = mask if mask is not None else plugin.problem_mask(problem)
-        plan = plugin.cached_flash_plan(mask, any_window)
+        plan = flash.cached_flash_plan(mask, any_window)
         if off("LOCAL") and any(c.window not in ((-1, -1), (-1, 0)) for c in plan.calls):
             what = f"sliding windows (mask {problem.mask})"
         elif off("VARLEN") and any(len(c.bands) > 1 for c in plan.calls):
@@ -95,7 +97,7 @@ def build_reason(problem, flags: dict, mask=None) -> str | None:
 
 # hopper/flash_api.cpp: Q/K head dims round up to 64, 96, 128, 192, 256 (V the same), and V may differ from
 # Q/K for 128 < d <= 192 with 96 < dv <= 128 (DeepSeek's 192/128); the backward pads both to the larger.
-HEAD_DIMS = (*plugin.FA_HEAD_DIMS, (192, 128))
+HEAD_DIMS = (*flash.FA_HEAD_DIMS, (192, 128))
 FP8_BACKWARD = "FlashAttention-3's FP8 (e4m3) path is a forward only: its backward takes float16 and bfloat16"
 DETERMINISTIC_256 = "FlashAttention-3 has no deterministic backward for head dim 256 (hopper/flash_api.cpp)"
 
@@ -123,7 +125,7 @@ class Fp8Prepared:
     descales: tuple[Any, Any, Any]  # (batch or sequences, heads_kv) float32 each, as FA3 takes them
 
 
-planned_prepare, planned_run = plugin.make_prepare_run(FA3, plugin.library_public_for)
+planned_prepare, planned_run = flash.make_prepare_run(FA3, flash.library_public_for)
 
 
 def prepare(problem, mask, q, k, v):
@@ -171,7 +173,7 @@ def version() -> str:
     return installed_version("flash_attn_3", "flash-attn-3") or "unknown version"
 
 
-SPEC = plugin.flash_kernel(
+SPEC = flash.flash_kernel(
     "fa3", "FlashAttention-3 (Hopper): varlen documents, window_size, lse-merged calls for heterogeneous masks",
     FA3, library_reason=library_reason, supports=supports, supports_mask=supports_mask, head_dims=HEAD_DIMS,
     deterministic=True, dtypes=("bfloat16", "float16", "float8_e4m3fn"), prepare_run=(prepare, run),

@@ -10,10 +10,12 @@ import importlib.util
 import os
 
 from longca import plugin
-from longca.plugin import CallArgs, installed_version
+from longca.plugin import installed_version
+from longca_flashplan import plugin as flash
+from longca_flashplan.plugin import CallArgs
 
 
-class FA4(plugin.FlashAdapter):
+class FA4(flash.FlashAdapter):
     """flash-attn-4's explicit-lse primitives."""
 
     name = "fa4"
@@ -73,7 +75,7 @@ def version() -> str:
 
 # what flash-attn-4's _validate_head_dims accepts on both SM90 and SM100: 64..128 (V the same), 192/128
 # (DeepSeek) and 256/256; on SM90 any pair of multiples of 8 up to 256 would run, SM100 not
-HEAD_DIMS = (*plugin.FA_HEAD_DIMS, (192, 128))
+HEAD_DIMS = (*flash.FA_HEAD_DIMS, (192, 128))
 NO_DETERMINISTIC = ("this flash-attn-4 has no deterministic backward (_flash_attn_bwd takes no `deterministic`; "
                     "newer releases do)")
 
@@ -86,7 +88,7 @@ def has_deterministic() -> bool:
     return "deterministic" in inspect.signature(_flash_attn_bwd).parameters
 
 
-planned_prepare, run = plugin.make_prepare_run(FA4, plugin.library_public_for)
+planned_prepare, run = flash.make_prepare_run(FA4, flash.library_public_for)
 
 
 # flash-attn-4 4.0.0b36 asserts in its backward "GQA backward requires head_dim == head_dim_v" (seen on the H200)
@@ -94,7 +96,7 @@ GQA_DV_BACKWARD = "flash-attn-4's backward with GQA needs V's head dim equal to 
 
 
 def supports(problem) -> str | None:
-    if (reason := plugin.head_dim_reason(problem)):
+    if (reason := flash.head_dim_reason(problem)):
         return reason
     gqa = problem.heads_q != problem.heads_kv
     if gqa and problem.direction != "fwd" and problem.dv != problem.head_dim:
@@ -108,7 +110,7 @@ def prepare(problem, mask, q, k, v):
     return planned_prepare(problem, mask, q, k, v)
 
 
-SPEC = plugin.flash_kernel(
+SPEC = flash.flash_kernel(
     "fa4", "flash-attn-4 (CuTe DSL, JIT): varlen documents, window_size, lse-merged calls for heterogeneous masks",
     FA4, library_reason=library_reason, backend=lambda: f"flash-attn-4 {version()} (flash_attn.cute)",
     head_dims=HEAD_DIMS, deterministic=True, prepare_run=(prepare, run), supports=supports,

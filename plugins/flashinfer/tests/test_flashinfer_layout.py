@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from longca.plugin import Problem, assert_close, make_inputs, problem_mask, reference_attention
+from longca.plugin import Problem, make_inputs, problem_mask, reference_attention
 from longca_plugin_flashinfer import hooks, layout
+from longca_testing import assert_close
 
 pytestmark = pytest.mark.numerics  # float results: CI runs these again under another ATEN_CPU_CAPABILITY
 

@@ -15,19 +15,18 @@ import torch
 pytest.importorskip("triton")
 
 from longca import plugin  # noqa: E402
-from longca.plugin import (  # noqa: E402  # noqa: E402
+from longca.plugin import (
     STATIC_MASKS,
     Problem,
-    assert_close,
     problem_mask,
     reference_attention,
     reference_backward_lse,
     reference_forward_lse,
-    rel_err,
 )
 from longca_plugin_flashmask import hooks  # noqa: E402
 from longca_plugin_flashmask.attention import attention, backward_lse, forward_lse  # noqa: E402
 from longca_plugin_flashmask.plan import FULL, SKIP, classify, make_plan  # noqa: E402
+from longca_testing import assert_close, rel_err
 
 pytestmark = pytest.mark.numerics  # float results: CI runs these again under another ATEN_CPU_CAPABILITY
 
@@ -237,7 +236,7 @@ def interpreter_registry(monkeypatch):
 
 def test_some_conformance_cases(interpreter_registry):
     """A subset of longca's conformance suite (the rest is too slow in the interpreter)."""
-    from longca.plugin import Settings, conformance_cases
+    from longca_testing import Settings, conformance_cases
 
     always = {"registered", "spec", "available", "refusals-cpu"}
     some = ("mask-prefix_lm_causal-", "dtype-float16-")

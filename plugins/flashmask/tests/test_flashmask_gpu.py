@@ -15,7 +15,8 @@ import os
 import pytest
 import torch
 
-from longca.plugin import STATIC_MASKS, TOLERANCE, Problem, RunOptions, conformance_tests, run_problem
+from longca.plugin import STATIC_MASKS, Problem
+from longca_testing import TOLERANCE, RunOptions, conformance_tests, run_problem
 
 pytestmark = pytest.mark.longca_gpu
 CASES = {

@@ -4,8 +4,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from longca.plugin import STATIC_MASKS, Problem, RunOptions, get_registry, run_problem
+from longca.plugin import STATIC_MASKS, Problem, get_registry
 from longca_plugin_flex_fa4 import hooks
+from longca_testing import RunOptions, run_problem
 
 
 def test_registers_every_static_mask_with_the_lse_primitives():

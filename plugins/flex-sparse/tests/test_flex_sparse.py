@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from longca.plugin import Problem, RunOptions, conformance_tests, problem_mask, run_problem
+from longca.plugin import Problem, problem_mask
 from longca_plugin_flex_sparse import blockmask, hooks
+from longca_testing import RunOptions, conformance_tests, run_problem
 
 pytestmark = pytest.mark.numerics  # float results: CI runs these again under another ATEN_CPU_CAPABILITY
 

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from longca.plugin import STATIC_MASKS, Problem, RunOptions, problem_mask, run_problem
+from longca.plugin import STATIC_MASKS, Problem, problem_mask
 from longca_plugin_flex.blockmask import block_mask_from_slices
+from longca_testing import RunOptions, run_problem
 
 pytestmark = pytest.mark.numerics  # float results: CI runs these again under another ATEN_CPU_CAPABILITY
 
@@ -191,7 +192,8 @@ def test_split_softmax_grads_of_rows_with_no_key_here_are_zero():
 def test_odd_crops_are_padded_to_blocks_and_stay_exact():
     """forward_lse pads an 85 x 43 crop to 128 x 128 (Inductor finds no flex config for such shapes on the
     H200) and cuts the padding off again: same rows as the reference, lse -inf only on rows with no key."""
-    from longca.plugin import reference_forward_lse, window_slices
+    from longca.plugin import reference_forward_lse
+    from longca_flashplan.plugin import window_slices
     from longca_plugin_flex.hooks import SPEC
     from longca_plugin_flex.kernel import BLOCK, pad_rows
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 
 from longca import plugin
+from longca_cp import plugin as cp
 
 
 @plugin.hookimpl
 def longca_cp_strategies():
-    return [plugin.hybrid_strategy(
+    return [cp.hybrid_strategy(
         "loongtrain", "head-parallel all-to-all plus a double ring (inner ring in a window, outer ring across "
                       "windows)",
         head="head_degree", windows="windows", head_at_most=math.isqrt,

@@ -1,12 +1,13 @@
 import pytest
 
+import longca_testing as testing
 from longca import plugin
 
 # numerics: float results, CI runs these again under another ATEN_CPU_CAPABILITY; slow: spawns gloo ranks
 pytestmark = [pytest.mark.numerics, pytest.mark.slow]
 
 # every claimed mask on 2 and 4 gloo ranks against the reference (double rings: tests/test_cp_strategies.py)
-test_conformance = plugin.strategy_conformance_tests("loongtrain")
+test_conformance = testing.strategy_conformance_tests("loongtrain")
 
 
 def test_defaults_use_both_dimensions_and_two_windows(monkeypatch):

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from longca.plugin import (
+from longca.plugin import lse_attention
+from longca_cp.plugin import (
     Call,
     CPPlan,
     GradAccumulator,
@@ -14,7 +15,6 @@ from longca.plugin import (
     backward_calls,
     forward_calls,
     gather_seq,
-    lse_attention,
     reduce_scatter_seq,
 )
 

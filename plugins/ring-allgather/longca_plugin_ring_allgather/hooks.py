@@ -8,10 +8,11 @@ which a reduce-scatter returns to the ranks that own them.
 from __future__ import annotations
 
 from longca import plugin
+from longca_cp import plugin as cp
 
 
 def schedule(problem, mask, options):
-    return plugin.GatherSchedule(problem, mask.slices, options["layout"])
+    return cp.GatherSchedule(problem, mask.slices, options["layout"])
 
 
 def prepare(schedule, inner, group, options):
@@ -28,7 +29,7 @@ def attention(q, k, v, plan):
 
 @plugin.hookimpl
 def longca_cp_strategies():
-    return [plugin.hybrid_strategy(
+    return [cp.hybrid_strategy(
         "ring-allgather", "all-gather K/V, local (zigzag) queries against the keys they need, reduce-scatter dK/dV",
         schedule=schedule, prepare=prepare, attention=attention,
         options={"layout": "query layout: zigzag (default), contiguous"

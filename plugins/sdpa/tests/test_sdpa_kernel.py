@@ -1,3 +1,3 @@
-from longca.plugin import conformance_tests
+from longca_testing import conformance_tests
 
 test_conformance = conformance_tests("sdpa")  # one test per case; CUDA cases skip without a GPU

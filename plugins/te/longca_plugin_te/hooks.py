@@ -7,6 +7,7 @@ the calls into TE (runtime.py) were never run in this project: TE is not install
 from __future__ import annotations
 
 from longca import plugin
+from longca_cp import plugin as cp
 
 from .masks import TE_MASKS, te_form
 from .options import OPTIONS, refusal, resolve
@@ -63,11 +64,11 @@ def longca_kernels():
 
 @plugin.hookimpl
 def longca_cp_strategies():
-    return [plugin.CPStrategySpec(
+    return [cp.CPStrategySpec(
         name="te-cp",
         description="TransformerEngine's context parallelism (cp_comm_type p2p, a2a, a2a+p2p, all_gather) "
                     "on DualChunkSwap (zigzag) shards",
-        masks=tuple(TE_MASKS), prepare=_runtime("cp_prepare"), dispatch=plugin.dispatch,
+        masks=tuple(TE_MASKS), prepare=_runtime("cp_prepare"), dispatch=cp.dispatch,
         attention=_runtime("cp_attention"),
-        undispatch=plugin.undispatch, supports=cp_supports, resolve_options=resolve, options=dict(OPTIONS),
+        undispatch=cp.undispatch, supports=cp_supports, resolve_options=resolve, options=dict(OPTIONS),
         inner_kernels=("te",))]

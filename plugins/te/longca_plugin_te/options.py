@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from longca import plugin
+from longca_cp import plugin as cp
 
 from .masks import te_form
 
@@ -17,7 +18,7 @@ OPTIONS = {
 
 def resolve(problem: Any, options: dict[str, Any]) -> dict[str, Any]:
     """Defaults filled, names and types checked (LongcaError: one line), the comm type one of TE's."""
-    out = plugin.resolve_strategy_options("te-cp", options, {"cp_comm_type": "p2p", "a2a_degree": 2})
+    out = cp.resolve_strategy_options("te-cp", options, {"cp_comm_type": "p2p", "a2a_degree": 2})
     if out["cp_comm_type"] not in COMM_TYPES:
         raise plugin.LongcaError(f"strategy 'te-cp': option cp_comm_type={out['cp_comm_type']!r} is not one of "
                                  f"{', '.join(COMM_TYPES)}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from longca import plugin
+from longca_cp import plugin as cp
 
 from .masks import te_form, window_of
 
@@ -32,7 +32,7 @@ def prepare(problem, mask, q, k, v):
     module = te_module(problem, mask, fmt, mask_type)
     if fmt != "thd":
         return module, None
-    bounds = plugin.document_bounds(mask.slices, problem.seqlen)
+    bounds = cp.document_bounds(mask.slices, problem.seqlen)
     cu = torch.as_tensor(bounds, dtype=torch.int32, device=q.device)
     longest = int((bounds[1:] - bounds[:-1]).max())
     return module, {"cu_seqlens_q": cu, "cu_seqlens_kv": cu, "max_seqlen_q": longest, "max_seqlen_kv": longest}
@@ -48,7 +48,7 @@ def run(prepared, q, k, v):
 
 
 @dataclass
-class TECPPlan(plugin.CPPlan):
+class TECPPlan(cp.CPPlan):
     module: Any = None
 
 
@@ -71,7 +71,7 @@ def cp_prepare(problem, mask, inner, group, options):
                 mine.append(created)
         cp_group = mine
     module.set_context_parallel_group(cp_group, ranks, torch.cuda.Stream(), comm)
-    return TECPPlan(plugin.zigzag_layout(problem.seqlen, world), rank, group, inner, dict(options), module=module)
+    return TECPPlan(cp.zigzag_layout(problem.seqlen, world), rank, group, inner, dict(options), module=module)
 
 
 def cp_attention(q, k, v, plan: TECPPlan):

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from longca import plugin
+from longca_cp import plugin as cp
 from longca_plugin_te.layout import bshd_rank_tokens, padded_cu_seqlens, thd_rank_tokens
 from longca_plugin_te.masks import TE_MASKS, window_of
 from longca_plugin_te.options import refusal, resolve
@@ -77,7 +78,7 @@ def test_thd_layout_pads_documents_and_holds_every_token_once():
 
 @pytest.mark.parametrize("world", [1, 2, 4, 8])
 def test_bshd_order_is_longcas_zigzag(world):
-    layout = plugin.zigzag_layout(64 * world, world)
+    layout = cp.zigzag_layout(64 * world, world)
     for r in range(world):
         assert bshd_rank_tokens(64 * world, world, r).tolist() == \
             [i for a, b in layout.runs[r] for i in range(a, b)]

@@ -8,6 +8,7 @@ every static mask). Refusals (CPU SDPA, lengths, options) are exact and come bef
 from __future__ import annotations
 
 from longca import plugin
+from longca_cp import plugin as cp_face
 
 from .options import INNER, OPTIONS, refusal, resolve
 
@@ -45,7 +46,7 @@ def _runtime(name: str):
 
 @plugin.hookimpl
 def longca_cp_strategies():
-    return [plugin.CPStrategySpec(
+    return [cp_face.CPStrategySpec(
         name="torch-cp",
         description="PyTorch's context_parallel: ring attention over SDPA (--inner sdpa) or all-gather "
                     "FlexAttention CP (--inner flex), torch's head-tail load balancing",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from longca import plugin
+from longca_cp import plugin as cp
 
 INNER = ("sdpa", "flex")
 LOAD_BALANCE = ("head-tail", "none")
@@ -26,7 +27,7 @@ OPTIONS = {
 def resolve(problem: Any, options: dict[str, Any]) -> dict[str, Any]:
     """Defaults filled, names and values checked (LongcaError: one line)."""
     balance_default = "none" if problem.kernel == "sdpa" and problem.mask == "full" else "head-tail"
-    out = plugin.resolve_strategy_options("torch-cp", options, {"load_balance": balance_default,
+    out = cp.resolve_strategy_options("torch-cp", options, {"load_balance": balance_default,
                                                                 "rotate": "allgather"})
     for name, allowed in (("load_balance", LOAD_BALANCE), ("rotate", ROTATE)):
         if out[name] not in allowed:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from longca import plugin
+from longca_cp import plugin as cp_face
 
 RECOMPILE_LIMIT = 256  # every mask_mod and shape is a new compiled graph (flex on CUDA, create_block_mask)
 
@@ -26,7 +27,7 @@ def torch_cp():
 
 
 @dataclass
-class TorchCPPlan(plugin.CPPlan):
+class TorchCPPlan(cp_face.CPPlan):
     mesh: Any = None
     balancer: Any = None
     module: Any = None  # the wrapped attention module
@@ -92,7 +93,7 @@ def prepare(problem, mask, inner, group, options):
     mesh = DeviceMesh.from_group(group, device_type)
     balanced = options["load_balance"] == "head-tail"
     balancer = cp._HeadTailLoadBalancer(seqlen, world, device_type) if balanced else None
-    layout = plugin.zigzag_layout(seqlen, world) if balanced else plugin.contiguous_layout(seqlen, world)
+    layout = cp_face.zigzag_layout(seqlen, world) if balanced else cp_face.contiguous_layout(seqlen, world)
     kind = problem.kernel
     style = cp._ContextParallel(seq_dim=2, attention_type=cp._ContextParallel.AttentionType.SDPA if kind == "sdpa"
                                 else cp._ContextParallel.AttentionType.FLEX)

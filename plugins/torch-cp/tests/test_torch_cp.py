@@ -1,14 +1,16 @@
 import pytest
 
+import longca_testing as testing
 from longca import plugin
+from longca_cp import plugin as cp
 
 # conformance on gloo ranks at world sizes 1 and 2: inner flex (torch's FlexAttention CP) runs forward on CPU
 # (torch has no flex backward on CPU), every static mask against the reference; inner sdpa is refused on CPU
 # (numerics: float results; slow: spawns gloo ranks)
 test_conformance_flex = pytest.mark.slow(pytest.mark.numerics(
-    plugin.strategy_conformance_tests("torch-cp", world_sizes=(1, 2), inner="flex")))
+    testing.strategy_conformance_tests("torch-cp", world_sizes=(1, 2), inner="flex")))
 test_conformance_sdpa = pytest.mark.slow(pytest.mark.numerics(
-    plugin.strategy_conformance_tests("torch-cp", world_sizes=(1,), inner="sdpa")))
+    testing.strategy_conformance_tests("torch-cp", world_sizes=(1,), inner="sdpa")))
 
 
 def _problem(**kw):
@@ -62,9 +64,9 @@ def test_exact_refusals():
 
 
 def test_other_inner_kernels_are_refused_by_the_runtime():
-    assert plugin.inner_unsupported(_problem(kernel="flex", direction="fwd")) is None
-    assert plugin.inner_unsupported(_problem(kernel="sdpa", device="cpu")) is None  # the strategy refuses it
-    assert plugin.inner_unsupported(_problem(kernel="reference")) == (
+    assert cp.inner_unsupported(_problem(kernel="flex", direction="fwd")) is None
+    assert cp.inner_unsupported(_problem(kernel="sdpa", device="cpu")) is None  # the strategy refuses it
+    assert cp.inner_unsupported(_problem(kernel="reference")) == (
         "strategy torch-cp computes with its own library's attention: its inner kernel is sdpa or flex, not reference")
 
 
@@ -76,7 +78,7 @@ def test_torch_head_tail_order_is_longcas_zigzag(world):
 
     seqlen = 2 * world * 6
     order = _HeadTailLoadBalancer(seqlen, world, "cpu")._generate_indices()[0].tolist()
-    layout = plugin.zigzag_layout(seqlen, world)
+    layout = cp.zigzag_layout(seqlen, world)
     assert order == [i for runs in layout.runs for a, b in runs for i in range(a, b)]
     x = torch.arange(seqlen).view(1, seqlen, 1, 1)
     per_rank = seqlen // world

@@ -8,10 +8,11 @@ Refused, with the reason, when the query heads do not divide over the ranks.
 from __future__ import annotations
 
 from longca import plugin
+from longca_cp import plugin as cp
 
 
 @plugin.hookimpl
 def longca_cp_strategies():
-    return [plugin.hybrid_strategy(
+    return [cp.hybrid_strategy(
         "ulysses", "all-to-all sequence->head sharding, inner kernel over the whole sequence, all-to-all back",
         head="world", layout=None)]

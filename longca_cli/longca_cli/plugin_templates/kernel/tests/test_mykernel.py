@@ -1,9 +1,10 @@
 """Tests of the mykernel plugin: longca's conformance suite, plus what is particular to this kernel."""
+import longca_testing as testing
 from longca import plugin
 
 # One test per conformance case (spec, refusals, every claimed mask and dtype fwd/bwd against the
 # reference, the CP primitives); CUDA cases carry the `gpu` marker and skip without a GPU.
-test_conformance = plugin.conformance_tests("mykernel")
+test_conformance = testing.conformance_tests("mykernel")
 
 
 def test_plan_skips_masked_tiles():

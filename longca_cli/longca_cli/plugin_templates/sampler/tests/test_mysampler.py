@@ -2,10 +2,11 @@
 import numpy as np
 import pytest
 
+import longca_testing as testing
 from longca import plugin
 
 # One test per suite case: registered, spec, sums (1 token to 512K, several seeds), seeded, params.
-test_sampler = plugin.sampler_conformance_tests("mysampler")
+test_sampler = testing.sampler_conformance_tests("mysampler")
 
 
 def _sample(total, seed=0, **params):

@@ -11,16 +11,17 @@ import torch
 import torch.distributed as dist
 
 from longca import plugin
+from longca_cp import plugin as cp
 
 
 @dataclass
-class AllGatherPlan(plugin.CPPlan):
-    calls: list = field(default_factory=list)  # plugin.Call: this rank's query runs against all keys, mask cropped
+class AllGatherPlan(cp.CPPlan):
+    calls: list = field(default_factory=list)  # cp.Call: this rank's query runs against all keys, mask cropped
 
 
 def rank_calls(mask_slices, layout, rank: int) -> list:
     """The inner-kernel calls of one rank: its query runs against the whole key sequence."""
-    return plugin.pair_calls(mask_slices, layout.runs[rank], [(0, layout.seqlen)])
+    return cp.pair_calls(mask_slices, layout.runs[rank], [(0, layout.seqlen)])
 
 
 def prepare(layout, mask, inner, group, options) -> AllGatherPlan:
@@ -30,22 +31,22 @@ def prepare(layout, mask, inner, group, options) -> AllGatherPlan:
 
 def _gather(x, plan: AllGatherPlan):
     """The global tensor, in sequence order, from every rank's tokens."""
-    return plan.layout.assemble(plugin.gather_seq(x, plan.group))
+    return plan.layout.assemble(cp.gather_seq(x, plan.group))
 
 
 def forward(q, k, v, plan: AllGatherPlan):
-    acc = plugin.OutputAccumulator(q, v.shape[-1])
-    plugin.forward_calls(plan.inner, q, _gather(k, plan), _gather(v, plan), plan.calls, acc)
+    acc = cp.OutputAccumulator(q, v.shape[-1])
+    cp.forward_calls(plan.inner, q, _gather(k, plan), _gather(v, plan), plan.calls, acc)
     return acc.result(q.dtype)  # (out, lse): the lse is what the backward needs
 
 
 def backward(dout, q, k, v, out, lse, plan: AllGatherPlan):
     k_all, v_all = _gather(k, plan), _gather(v, plan)
-    dq, dk, dv = plugin.GradAccumulator(q), plugin.GradAccumulator(k_all), plugin.GradAccumulator(v_all)
-    plugin.backward_calls(plan.inner, dout.contiguous(), q, k_all, v_all, out, lse, plan.calls, dq, dk, dv)
+    dq, dk, dv = cp.GradAccumulator(q), cp.GradAccumulator(k_all), cp.GradAccumulator(v_all)
+    cp.backward_calls(plan.inner, dout.contiguous(), q, k_all, v_all, out, lse, plan.calls, dq, dk, dv)
     # every rank holds partial gradients of every key: summed (in float32) on the rank that owns the key
-    dk_local = plugin.reduce_scatter_seq(plan.layout.split(dk.result(torch.float32)), plan.group)
-    dv_local = plugin.reduce_scatter_seq(plan.layout.split(dv.result(torch.float32)), plan.group)
+    dk_local = cp.reduce_scatter_seq(plan.layout.split(dk.result(torch.float32)), plan.group)
+    dv_local = cp.reduce_scatter_seq(plan.layout.split(dv.result(torch.float32)), plan.group)
     return dq.result(q.dtype), dk_local.to(k.dtype), dv_local.to(v.dtype)
 
 

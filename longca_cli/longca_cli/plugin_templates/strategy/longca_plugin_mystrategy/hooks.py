@@ -4,10 +4,11 @@ the algorithm is imported inside `prepare` and `attention`."""
 from __future__ import annotations
 
 from longca import plugin
+from longca_cp import plugin as cp
 
 NAME = "mystrategy"
 DEFAULTS = {"layout": "contiguous"}
-LAYOUTS = {"contiguous": plugin.contiguous_layout, "zigzag": plugin.zigzag_layout}
+LAYOUTS = {"contiguous": cp.contiguous_layout, "zigzag": cp.zigzag_layout}
 
 
 def layout(problem, options):
@@ -17,7 +18,7 @@ def layout(problem, options):
 
 def resolve_options(problem, options):
     """The defaults filled in; an unknown option or layout is an input error (one line, exit 2)."""
-    resolved = plugin.resolve_strategy_options(NAME, options, DEFAULTS)
+    resolved = cp.resolve_strategy_options(NAME, options, DEFAULTS)
     if resolved["layout"] not in LAYOUTS:
         raise plugin.LongcaError(f"strategy {NAME!r}: layout {resolved['layout']!r} is not one of {', '.join(LAYOUTS)}")
     return resolved
@@ -46,14 +47,14 @@ def attention(q, k, v, plan):
 
 @plugin.hookimpl
 def longca_cp_strategies():
-    return [plugin.CPStrategySpec(
+    return [cp.CPStrategySpec(
         name=NAME,
         description="all-gather K/V, each rank attends its own (contiguous or zigzag) queries, reduce-scatter dK/dV",
         masks=(plugin.ANY_STATIC,),  # works from the slices of any static mask, third-party ones too
         prepare=prepare,
-        dispatch=plugin.dispatch,  # this rank's tokens of a global tensor, by the plan's layout
+        dispatch=cp.dispatch,  # this rank's tokens of a global tensor, by the plan's layout
         attention=attention,
-        undispatch=plugin.undispatch,
+        undispatch=cp.undispatch,
         supports=supports,
         resolve_options=resolve_options,
         options={"layout": "query layout: contiguous (default) or zigzag (two pieces a rank: balances causal masks)"},

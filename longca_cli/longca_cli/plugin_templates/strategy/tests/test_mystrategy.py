@@ -2,9 +2,10 @@
 ranks, forward and backward, against the single-device reference), plus its options and layouts."""
 import pytest
 
+import longca_testing as testing
 from longca import plugin
 
-test_strategy = plugin.strategy_conformance_tests("mystrategy")
+test_strategy = testing.strategy_conformance_tests("mystrategy")
 
 
 def _problem(**kw):
@@ -32,7 +33,7 @@ def test_zigzag_balances_causal_work_over_ranks():
     from longca_plugin_mystrategy.algorithm import rank_calls
     from longca_plugin_mystrategy.hooks import layout
 
-    mask = plugin.build_mask("causal", 256)
+    mask = testing.build_mask("causal", 256)
 
     def work(kind):  # pairs each rank attends
         lay = layout(_problem(), {"layout": kind})
