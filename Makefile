@@ -17,15 +17,22 @@ install:
 	# core, runner and testing as path entries (compat): their regular packages then win over a folder of
 	# the same name in the current directory (a checkout named longca; the checkout's own longca_runner/,
 	# longca_testing/), which Python would otherwise import as a namespace without running its __init__
-	$(PIP) install --config-settings editable_mode=compat -e core -e longca_runner -e longca_testing
-	$(PIP) install -e longca_flashplan -e longca_cp -e longca_sim -e longca_cli $(foreach p,$(PLUGINS),-e $(p))
+	# bottom up, so that no dependency is looked up on an index: core, then flashplan and cp (core
+	# only), then runner and testing, then sim, cli and the plugins
+	$(PIP) install --config-settings editable_mode=compat -e core
+	$(PIP) install -e longca_flashplan -e longca_cp
+	$(PIP) install --config-settings editable_mode=compat -e longca_runner -e longca_testing
+	$(PIP) install -e longca_sim -e longca_cli $(foreach p,$(PLUGINS),-e $(p))
 
 test:
 	OMP_NUM_THREADS=1 $(PYTHON) -m pytest -q
 
-lint:  # ruff and mypy at the versions CI pins (.ci/run); both must report nothing
+lint:  # ruff, mypy and import-linter at the versions CI pins (.ci/run); each must report nothing broken
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m mypy  # the paths in pyproject.toml's [tool.mypy]; about 40 s on 2 cores, seconds when cached
+	# the layering contract (.importlinter), run from core/: at the checkout root the folders
+	# longca_cp/, longca_sim/, ... would be imported as namespace packages instead of the installed ones
+	cd core && lint-imports --config ../.importlinter --no-cache
 
 wheels:  # every distribution's wheel into dist/ (for pip install --find-links dist ...)
 	$(PIP) wheel --no-deps --no-build-isolation --wheel-dir dist ./core ./longca_runner ./longca_testing ./longca_flashplan ./longca_cp ./longca_sim ./longca_cli $(addprefix ./,$(PLUGINS))

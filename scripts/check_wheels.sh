@@ -6,7 +6,12 @@ set -euo pipefail
 venv="$(mktemp -d)/venv"
 python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q torch==2.13.0   # the CPU build from local disk, first (see GUIDE)
-"$venv/bin/python" -m pip install -q --find-links dist longca-cli longca-plugin-vsa longca-plugin-sdpa
+"$venv/bin/python" -m pip install -q --find-links dist longca-cli longca-plugin-vsa longca-plugin-sdpa longca-plugin-fa2
+# every layer distribution came from dist/ (longca-cli pulls all but flashplan, which fa2 pulls)
+"$venv/bin/python" -c 'from importlib.metadata import version
+for d in ("longca-core", "longca-flashplan", "longca-cp", "longca-runner", "longca-testing", "longca-sim", "longca-cli"):
+    version(d)
+print("wheels: every layer distribution installed")'
 cd "$(mktemp -d)"   # not the checkout: only what the wheels installed
 "$venv/bin/longca" --version
 "$venv/bin/longca" list-kernels --format json | "$venv/bin/python" -c '
