@@ -67,6 +67,8 @@ class Results:
 
 
 RUN_FOLDER = re.compile(r"^run-(\d+)$")  # a repeat of `longca bench --runs N` (longca.repeat)
+# what a run's `repeat` of None means (longca.timing.until_precise)
+ADAPTIVE_REPEAT = "until the median's 95 % interval is within +-1 % (5-100 calls, at most 2 s)"
 
 
 def existing_runs(output: Path | str) -> list[Path]:
@@ -472,6 +474,14 @@ def _cudnn_version(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def run_times(results: Results) -> list[dict[str, Any]]:
+    """Where each run's minutes went (runs.jsonl `wall_s`, `phases_s`: compile, reference, check,
+    timed, other), for runs that recorded them."""
+    return [{"results": run.label, "wall_s": run.record["wall_s"], "phases_s": run.record.get("phases_s") or {},
+             "cases_run": run.record.get("cases_run")}
+            for run in results.runs if isinstance(run.record.get("wall_s"), (int, float))]
+
+
 def protocol(results: Results) -> list[dict[str, Any]]:
     """How each run measured: warm-up and timed iterations, mask samples, check, L2 flush, sampler."""
     out = []
@@ -481,7 +491,8 @@ def protocol(results: Results) -> list[dict[str, Any]]:
             continue
         device = spec.get("device")
         out.append({
-            "results": run.label, "warmup": spec.get("warmup"), "repeat": spec.get("repeat"),
+            "results": run.label, "warmup": spec.get("warmup"),
+            "repeat": spec.get("repeat") or ADAPTIVE_REPEAT if "repeat" in spec else None,
             "samples": spec.get("samples"), "check": spec.get("check"), "device": device,
             "l2_flush": ("256 MiB zeroed before each timed call" if device == "cuda"
                          else "none (host clock)" if device == "cpu" else None),

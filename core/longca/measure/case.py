@@ -15,6 +15,7 @@ from ..results import UNAVAILABLE, Checked, ResultRow, new_row
 from ..specs import KernelSpec, head_dims_text
 from ..timing import host_ms
 from .checks import check_mode, full_check, spot_check
+from .checks import shared as shared_reference
 from .options import RunOptions, tolerance_for
 from .phases import Phases
 from .samples import Sample, n_samples, summarize_samples
@@ -114,9 +115,9 @@ def _measure_sample(spec: KernelSpec, problem: Problem, mask, sample: int, optio
     flops = problem_flops(problem, mask.area)
     errors = None
     if check == "full":
-        errors = full_check(spec, problem, mask, prepared, q, k, v, dout, phases)
+        errors = full_check(spec, problem, mask, prepared, q, k, v, dout, phases, sample)
     elif check == "spot":
-        errors = spot_check(spec, problem, mask, prepared, q, k, v, phases)
+        errors = spot_check(spec, problem, mask, prepared, q, k, v, phases, sample)
     return Sample(timed.summary, timed.times, mask.area, flops, timed.peak, prepare_ms, errors, checked=check)
 
 
@@ -172,6 +173,7 @@ def run_problem(problem: Problem, options: RunOptions | None = None,
     check_device(problem.device)
     row = new_row(problem)
     row.timing = options.timing
+    shared_reference.forget_others(problem)  # an earlier case's reference is not kept through this one
     if _refused(spec, problem, options, registry, row, phases):
         return row
     samples = []

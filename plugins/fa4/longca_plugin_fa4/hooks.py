@@ -12,6 +12,12 @@ import os
 from longca import plugin
 from longca.plugin import CallArgs, installed_version
 
+# flash-attn-4's own on-disk cache of compiled kernels (its FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED,
+# read when flash_attn.cute is imported): each case's kernels are JIT-compiled once for all processes
+# and runs (`longca bench` compiles them first, in parallel) instead of once per process; the kernels
+# are the same. A user's own setting wins (0 turns it off).
+os.environ.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED", "1")
+
 
 class FA4(plugin.FlashAdapter):
     """flash-attn-4's explicit-lse primitives."""
@@ -111,7 +117,7 @@ def prepare(problem, mask, q, k, v):
 SPEC = plugin.flash_kernel(
     "fa4", "flash-attn-4 (CuTe DSL, JIT): varlen documents, window_size, lse-merged calls for heterogeneous masks",
     FA4, library_reason=library_reason, backend=lambda: f"flash-attn-4 {version()} (flash_attn.cute)",
-    head_dims=HEAD_DIMS, deterministic=True, prepare_run=(prepare, run), supports=supports,
+    head_dims=HEAD_DIMS, deterministic=True, prepare_run=(prepare, run), supports=supports, compiles=True,
     url="https://github.com/Dao-AILab/flash-attention/tree/main/flash_attn/cute")
 
 
