@@ -40,5 +40,8 @@ wheels:  # every distribution's wheel into dist/ (for pip install --find-links d
 test-gpu:
 	$(PYTHON) -m pytest -q -m "longca_gpu or gpu"
 
-bench: install  # a second run resumes results/default: its cases are skipped, the report rewritten
-	longca bench --resume
+# a second run resumes results/default: its cases are skipped, the report rewritten; the distributions
+# are installed only when longca is not importable yet (`make install` refreshes them)
+bench:
+	@$(PYTHON) -c "import longca_cli.main" 2>/dev/null || $(MAKE) install PYTHON="$(PYTHON)"
+	$(PYTHON) -m longca_cli bench --resume

@@ -10,15 +10,22 @@
 #   DIR/*.tar.xz   unpacked into TARGET (a wheel's files, minus pieces carried separately)
 #   DIR/place.txt  lines "PIECE.xz RELATIVE/PATH": PIECE.xz decompressed to TARGET/RELATIVE/PATH
 #                  (a large shared library, xz-compressed to fit the 64 MiB a call may carry)
+#   DIR/NAME.whl.part-NN  byte pieces of one wheel (`split -b 40000000 -d NAME.whl NAME.whl.part-`),
+#                  possibly spread over several DIRs: joined in NN order into NAME.whl first
 # Environment: LONGCA_PLUGINS_TO_INSTALL (default "fa2 fa3 fa4 cudnn flex") = plugins installed
-# with core, editable. Afterwards export the PYTHONPATH this prints (TARGET and
+# with core, editable; "all" = every distribution of the repository and every plugin, as
+# `make install` does. Afterwards export the PYTHONPATH this prints (TARGET and
 # nvidia-cutlass-dsl's dsl_packages, which its .pth would add in a normal install).
 set -euo pipefail
 target=${1:?usage: scripts/h200_setup.sh TARGET [DIR ...]}
 shift
 mkdir -p "$target"
+joined=$(mktemp -d)
+for piece in $(for d in "$@"; do ls "$d"/*.whl.part-* 2>/dev/null; done | awk -F/ '{print $NF, $0}' | sort | cut -d' ' -f2); do
+  name=$(basename "$piece"); cat "$piece" >> "$joined/${name%.part-*}"
+done
 wheels=()
-for d in "$@"; do
+for d in "$@" "$joined"; do
   for w in "$d"/*.whl; do [ -e "$w" ] && wheels+=("$w"); done
 done
 if [ ${#wheels[@]} -gt 0 ]; then
@@ -36,6 +43,12 @@ for d in "$@"; do
 done
 root=$(cd "$(dirname "$0")/.." && pwd)
 plugins=()
-for p in ${LONGCA_PLUGINS_TO_INSTALL:-fa2 fa3 fa4 cudnn flex}; do plugins+=(-e "$root/plugins/$p"); done
-python3 -m pip install -q --no-index --no-deps --no-build-isolation -e "$root/core" "${plugins[@]}" 2>&1 | grep -v "^$" || true
+if [ "${LONGCA_PLUGINS_TO_INSTALL:-}" = all ]; then
+  for d in longca_flashplan longca_cp longca_sim longca_cli "$root"/plugins/*/; do plugins+=(-e "$root/${d#"$root/"}"); done
+else
+  for p in ${LONGCA_PLUGINS_TO_INSTALL:-fa2 fa3 fa4 cudnn flex}; do plugins+=(-e "$root/plugins/$p"); done
+fi
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --config-settings editable_mode=compat \
+  -e "$root/core" 2>&1 | grep -v "^$" || true
+python3 -m pip install -q --no-index --no-deps --no-build-isolation "${plugins[@]}" 2>&1 | grep -v "^$" || true
 echo "export PYTHONPATH=$target:$target/nvidia_cutlass_dsl/dsl_packages\${PYTHONPATH:+:\$PYTHONPATH}"

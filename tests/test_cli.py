@@ -6,6 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from longca_cli.main import app
+from longca_runner.runinfo import read_runs
 
 runner = CliRunner()
 
@@ -143,14 +144,15 @@ def test_sweep_resume_and_report(tmp_path):
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 3 * 2 * 2 * 2 and all(r["status"] == "ok" for r in rows)
-    assert json.loads((out / "runs.jsonl").read_text())["plugins"]
+    (first,) = read_runs(out)
+    assert first["plugins"] and first["wall_s"] > 0  # its end line (wall time, phases) folded in
     again = invoke("sweep", path, "--output", out)
     assert again.exit_code == 2 and "--resume" in again.output
     (out / "results.jsonl").write_text("\n".join(json.dumps(r) for r in rows[:5]) + "\n")
     resumed = invoke("sweep", path, "--output", out, "--resume")
     assert resumed.exit_code == 0
     assert len((out / "results.jsonl").read_text().splitlines()) == len(rows)
-    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    runs = read_runs(out)
     assert [r["run"] for r in runs] == [1, 2]  # each run's environment kept
     report = invoke("report", out)
     assert report.exit_code == 0 and "| causal | 512 |" in report.stdout

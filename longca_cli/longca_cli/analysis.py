@@ -65,6 +65,10 @@ class Results:
         return [r for r in self.rows if all(r.get(k) == v for k, v in equal.items())]
 
 
+# what a run's `repeat` of None means (longca_runner.timing.until_precise)
+ADAPTIVE_REPEAT = "until the median's 95 % interval is within +-1 % (5-100 calls, at most 2 s)"
+
+
 def results_files(paths: Iterable[Path | str]) -> list[Path]:
     """The results.jsonl of each path given to a report: a file as it is, a folder's own file, or,
     for a folder of repeats (no results.jsonl, run-K folders inside), each repeat's file."""
@@ -458,6 +462,14 @@ def _cudnn_version(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def run_times(results: Results) -> list[dict[str, Any]]:
+    """Where each run's minutes went (runs.jsonl `wall_s`, `phases_s`: compile, reference, check,
+    timed, other), for runs that recorded them."""
+    return [{"results": run.label, "wall_s": run.record["wall_s"], "phases_s": run.record.get("phases_s") or {},
+             "cases_run": run.record.get("cases_run")}
+            for run in results.runs if isinstance(run.record.get("wall_s"), (int, float))]
+
+
 def protocol(results: Results) -> list[dict[str, Any]]:
     """How each run measured: warm-up and timed iterations, mask samples, check, L2 flush, sampler."""
     out = []
@@ -467,7 +479,8 @@ def protocol(results: Results) -> list[dict[str, Any]]:
             continue
         device = spec.get("device")
         out.append({
-            "results": run.label, "warmup": spec.get("warmup"), "repeat": spec.get("repeat"),
+            "results": run.label, "warmup": spec.get("warmup"),
+            "repeat": spec.get("repeat") or ADAPTIVE_REPEAT if "repeat" in spec else None,
             "samples": spec.get("samples"), "check": spec.get("check"), "device": device,
             "l2_flush": ("256 MiB zeroed before each timed call" if device == "cuda"
                          else "none (host clock)" if device == "cpu" else None),

@@ -60,7 +60,7 @@ def dist_run(
     sampler_param: list[str] | None = opt.SamplerParam,
     option: list[str] | None = typer.Option(None, "--option", help="strategy option, e.g. ulysses_degree=2"),
     warmup: int = opt.Warmup,
-    repeat: int = opt.Repeat,
+    repeat: int | None = opt.Repeat,
     samples: int = opt.Samples,
     check: bool = typer.Option(False, "--check", help="compare output (and gradients) with the float32 reference"),
     timeout: float | None = typer.Option(None, help="seconds each case may take; its group is then torn down "

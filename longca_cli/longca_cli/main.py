@@ -155,7 +155,7 @@ def run(
     mask_param: list[str] | None = opt.MaskParam,
     sampler_param: list[str] | None = opt.SamplerParam,
     warmup: int = opt.Warmup,
-    repeat: int = opt.Repeat,
+    repeat: int | None = opt.Repeat,
     samples: int = opt.Samples,
     check: bool = typer.Option(False, "--check/--no-check", help="compare with the float32 reference"),
     output: Path | None = typer.Option(None, help="also append the row to OUTPUT/results.jsonl"),
@@ -174,7 +174,7 @@ def run(
 
     problem = problem_from(kernel, mask, seqlen, heads, head_dim, batch, dtype, direction, device, sampler, seed,
                            mask_param, sampler_param, head_dim_v=head_dim_v, deterministic=deterministic)
-    from longca_runner.timing import check_timing
+    from longca_runner.timing import MIN_REPEAT, check_timing
 
     check_timing(timing, problem.device)
     options = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check, timing=timing)
@@ -192,7 +192,7 @@ def run(
             row = new_row(problem, status="timeout", phase="mask", reason=str(exc))
             render.result_row(row, fmt)
             raise typer.Exit(1) from None
-        big = render.warn_if_large_on_cpu(problem, warmup + repeat)
+        big = render.warn_if_large_on_cpu(problem, warmup + (repeat or MIN_REPEAT))
     with OutputFolder(output) if output else contextlib.nullcontext() as folder, Supervisor() as supervisor, \
             render.running(f"running {problem.kernel} {problem.mask} {problem.seqlen}", show=big):
         row = supervisor.run(problem, options, timeout)  # the output folder is checked and locked first
@@ -246,11 +246,12 @@ LOG_FILE = "longca.log"  # `longca bench`: the library warnings of the run, besi
 def warnings_to(path: Path):
     """Library warnings of this process and of the workers it starts go to `path`, not the terminal."""
     import os
+    import sys
     import warnings
 
     from longca_runner import warnlog
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    warnlog.start(path, "longca " + " ".join(sys.argv[1:]) + ": library warnings and prewarm lines follow")
     before = os.environ.get(warnlog.ENV)
     os.environ[warnlog.ENV] = str(path.resolve())
     previous = warnlog.to_file(path)
@@ -277,6 +278,7 @@ def bench(
 ) -> None:
     """The default benchmark: the paper's dense setting at 4K-16K on a GPU, else a small CPU run; then the report."""
     from longca.given import default_device
+    from longca_runner.measure.phases import PhaseClock
     from longca_runner.prewarm import before_bench
     from longca_runner.repeat import check_layout, run_folders, run_repeats
     from longca_runner.sweep import plan
@@ -284,6 +286,7 @@ def bench(
     from .report import write_report
     from .specs import default_spec_path
 
+    clock = PhaseClock()  # where the minutes go: runs.jsonl's wall_s and phases_s, the report's header
     path = default_spec_path(default_device())
     bench_plan = plan(path, _registry(), installed_kernels_only=True)
     check_layout(output, runs)  # before anything is written
@@ -291,9 +294,9 @@ def bench(
     typer.echo(f"running {path.name} into {output} (library warnings: {log})", err=True)
     with warnings_to(log):
         before_bench(bench_plan.spec, run_folders(output, runs), _registry(), prewarm, resume,
-                     lambda line: typer.echo(line, err=True), log, cases=bench_plan.cases)
+                     lambda line: typer.echo(line, err=True), log, cases=bench_plan.cases, clock=clock)
         files = render.with_progress(len(bench_plan.cases) * runs, lambda tick: run_repeats(
-            bench_plan.spec, output, runs, resume, tick, _registry(), cases=bench_plan.cases))
+            bench_plan.spec, output, runs, resume, tick, _registry(), cases=bench_plan.cases, clock=clock))
     written = write_report(files, output, html=True)
     typer.echo(written["markdown"])
     typer.echo(f"report: {output / 'report.md'} (and report.html, report.csv, plots) in {output}", err=True)

@@ -33,6 +33,7 @@ Seed = typer.Option(0, help="seed of the mask draws and the inputs")
 MaskParam: Any | None = typer.Option(None, "--mask-param", help="override a mask parameter, e.g. window=512")
 SamplerParam: Any | None = typer.Option(None, "--sampler-param", help="sampler parameter, e.g. doc_len=2048")
 Warmup = typer.Option(5, help="untimed calls before timing")
-Repeat = typer.Option(20, help="timed calls (median reported)")
+Repeat = typer.Option(None, help="timed calls (median reported); default: until the 95 % interval of the "
+                                  "median is within +-1 % (5 to 100 calls, at most 2 s of them; CP cases: 20)")
 Samples = typer.Option(5, help="mask draws for document masks (median reported)")
 Format = typer.Option("table", "--format", "-f", help="table or json")

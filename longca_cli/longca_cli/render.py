@@ -116,12 +116,19 @@ def progress_columns() -> list[Any]:
             TextColumn("eta"), TimeRemainingColumn()]
 
 
+PROGRESS_LINES = 20  # without a terminal: about this many plain progress lines over a sweep
+
+
 def with_progress(total: int, work: Callable[[Callable], Any]) -> Any:
-    """Run work(tick) with a progress bar on stderr; tick(problem, row) advances it."""
+    """Run work(tick) with a progress bar on stderr; tick(problem, row) advances it. Without a
+    terminal (a log, CI, `nohup`) a bar shows nothing until the end, so then a plain line every
+    total/PROGRESS_LINES cases says how far it is and the time left (`progress_line`)."""
     from rich.console import Console
     from rich.progress import Progress
 
     console = Console(stderr=True)
+    if not console.is_terminal:
+        return work(_plain_ticker(total, lambda line: typer.echo(line, err=True)))
     with Progress(*progress_columns(), console=console, transient=False) as progress:
         task = progress.add_task("sweep", total=total)
 
@@ -131,6 +138,44 @@ def with_progress(total: int, work: Callable[[Callable], Any]) -> Any:
             progress.update(task, advance=1, description=f"{what}: {status}")
 
         return work(tick)
+
+
+def _plain_ticker(total: int, say: Callable[[str], None]) -> Callable:
+    import time
+
+    started, state = time.monotonic(), {"done": 0, "measured": 0}
+    every = max(1, total // PROGRESS_LINES)
+
+    def tick(problem, row) -> None:
+        state["done"] += 1
+        state["measured"] += row is not None
+        if state["done"] % every and state["done"] != total:
+            return
+        status = row["status"] if row else "skipped"
+        what = f"{problem.kernel} {problem.mask} {problem.seqlen} {problem.direction}: {status}"
+        say(progress_line(state["done"], total, time.monotonic() - started, state["measured"], what))
+
+    return tick
+
+
+def progress_line(done: int, total: int, elapsed_s: float, measured: int, last: str) -> str:
+    """`[ 120/576] 21 %, 2 min 10 s, about 8 min 1 s left: <last case>`; the time left is the pace of
+    the cases measured so far (resumed ones take no time) over the cases left."""
+    left = ""
+    if measured and done < total:
+        left = f", about {duration(elapsed_s / measured * (total - done))} left"
+    width = len(str(total))
+    return f"[{done:>{width}}/{total}] {100 * done // max(1, total)} %, {duration(elapsed_s)}{left}: {last}"
+
+
+def duration(seconds: float) -> str:
+    """`7 min 12 s`, `45 s`, `1 h 2 min`."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {s % 3600 // 60} min"
 
 
 def warn_if_large_on_cpu(problem: Any, calls: int) -> bool:

@@ -102,6 +102,7 @@ def header(results: Results) -> list[str]:
         names = {"matmul_peak_tflops": "matmul peak (TFLOP/s)", "cuda": "CUDA", "cudnn": "cuDNN"}
         out += _md_table([names.get(c, c) for c in cols],
                          [[_plain(e.get(c)) for c in cols] for e in envs])
+    out += time_lines(results)
     out += peak_lines(results, envs)
     out += suspect_lines(rows)
     out += caveat_lines(rows)
@@ -127,6 +128,19 @@ def header(results: Results) -> list[str]:
                    f"{counts['unchecked']} not (marked {UNCHECKED}).\n")
     elif counts["checked"]:
         out.append(f"**Check**: every one of the {counts['checked']} ok cells was checked against the reference.\n")
+    return out
+
+
+def time_lines(results: Results) -> list[str]:
+    """Each run's wall time and where it went (compile, reference, check, timed, other)."""
+    from .render import duration
+
+    out = []
+    for t in analysis.run_times(results):
+        parts = ", ".join(f"{kind} {duration(s)}" for kind, s in t["phases_s"].items())
+        cases = f" ({t['cases_run']} cases measured)" if t.get("cases_run") is not None else ""
+        out.append(f"**Time** of {t['results']}: {duration(t['wall_s'])} wall{cases}" + (f": {parts}" if parts else "")
+                   + ".\n")
     return out
 
 

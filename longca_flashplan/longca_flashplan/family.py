@@ -83,7 +83,8 @@ def flash_kernel(name: str, description: str, adapter: Callable[[], Any], *, url
                  min_compute_capability: tuple[int, int] = (9, 0),
                  deterministic: bool | str = False,
                  dtypes: tuple[DType, ...] = ("bfloat16", "float16"),
-                 prepare_run: tuple[Callable[..., Any], Callable[..., Any]] | None = None) -> KernelSpec:
+                 prepare_run: tuple[Callable[..., Any], Callable[..., Any]] | None = None,
+                 compiles: bool = False) -> KernelSpec:
     """The KernelSpec of a FlashAttention-family library.
 
     `adapter()` makes the adapter (a `FlashAdapter`, or any executor adapter with `public_for`);
@@ -91,7 +92,8 @@ def flash_kernel(name: str, description: str, adapter: Callable[[], Any], *, url
     rule; `supports_mask` to whether the planner maps the mask with the adapter's window rule.
     `deterministic`: True when the library's backward takes `deterministic=True` (prepare sets the
     adapter's `deterministic` from the problem), else why not. `prepare_run` replaces the planned
-    (prepare, run) pair (fa3's FP8 forward wraps it).
+    (prepare, run) pair (fa3's FP8 forward wraps it). `compiles`: a JIT library whose compiled
+    kernels a disk cache keeps (`longca bench` compiles its cases first in parallel processes).
     """
     def default_available() -> str | None:
         return "; ".join(r for r in (library_reason(), gpu_reason()) if r) or None
@@ -106,5 +108,5 @@ def flash_kernel(name: str, description: str, adapter: Callable[[], Any], *, url
         dtypes=dtypes, head_dims=head_dims, devices=("cuda",), deterministic=deterministic,
         min_compute_capability=min_compute_capability, available=available or default_available,
         supports=supports or head_dim_reason, supports_mask=supports_mask or default_supports_mask,
-        forward_lse=forward_lse, backward_lse=backward_lse, backend=backend, url=url,
+        forward_lse=forward_lse, backward_lse=backward_lse, backend=backend, url=url, compiles=compiles,
     )

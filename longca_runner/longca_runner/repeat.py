@@ -15,6 +15,7 @@ from longca.errors import LongcaError
 from longca.plugins import Registry
 from longca.problem import Problem
 from longca.results import ResultRow, ResultsWriter, case_id
+from longca_runner.measure.phases import PhaseClock
 from longca_runner.outdir import RESULTS_FILE, existing_runs
 from longca_runner.sweep import SweepSpec, problems, run_sweep
 
@@ -45,9 +46,11 @@ def check_layout(output: Path, runs: int) -> None:
 
 def run_repeats(spec: SweepSpec, output: Path, runs: int, resume: bool = False,
                 on_case: Callable[[Problem, ResultRow | None], None] | None = None,
-                registry: Registry | None = None, cases: list[Problem] | None = None) -> list[Path]:
+                registry: Registry | None = None, cases: list[Problem] | None = None,
+                clock: PhaseClock | None = None) -> list[Path]:
     """The whole grid `runs` times, one repeat after the other (`cases`: the grid already
-    expanded); returns the results files written."""
+    expanded); returns the results files written. `clock` (the bench's, with its prewarm) times the
+    first run measured; each later one gets its own."""
     folders = run_folders(output, runs)
     check_layout(output, runs)
     cases = list(problems(spec, registry)) if cases is None else cases
@@ -58,7 +61,8 @@ def run_repeats(spec: SweepSpec, output: Path, runs: int, resume: bool = False,
                     on_case(problem, None)
             continue
         # a repeat folder with no rows yet starts fresh even under --resume (run_sweep allows both)
-        run_sweep(spec, folder, resume, on_case, registry, cases=cases)
+        run_sweep(spec, folder, resume, on_case, registry, cases=cases, clock=clock)
+        clock = None
     return [folder / RESULTS_FILE for folder in folders]
 
 

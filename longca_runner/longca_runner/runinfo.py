@@ -66,10 +66,32 @@ def record_run(directory: Path, extra: dict[str, Any] | None = None, registry=No
     env = environment(registry)
     env.update(extra or {})
     path = Path(directory) / RUNS_FILE
-    env["run"] = 1 + sum(1 for line in path.read_bytes().splitlines() if line.strip()) if path.exists() else 1
+    env["run"] = 1 + len([r for r in _lines(path) if not r.get("end")])
     with path.open("a") as f:
         f.write(json.dumps(env, default=_default) + "\n")
     return env
+
+
+def record_run_end(directory: Path, run: int, fields: dict[str, Any]) -> None:
+    """Append what is known only when run `run` ends (`wall_s`, `phases_s`) as a line `{"end": true, ...}`:
+    runs.jsonl stays append-only, and `read_runs` folds it into that run's record."""
+    with (Path(directory) / RUNS_FILE).open("a") as f:
+        f.write(json.dumps({"end": True, "run": run, **fields}, default=_default) + "\n")
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    """runs.jsonl's readable JSON objects (a torn or foreign line is passed over)."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_bytes().splitlines():
+        try:
+            value = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out
 
 
 def read_runs(directory: Path) -> list[dict[str, Any]]:
@@ -79,13 +101,12 @@ def read_runs(directory: Path) -> list[dict[str, Any]]:
     try:
         if legacy.exists():
             runs.append(json.loads(legacy.read_text()))
-        path = Path(directory) / RUNS_FILE
-        if path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    runs.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
+        lines = _lines(Path(directory) / RUNS_FILE)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return runs
+        return [r for r in runs if isinstance(r, dict)]
+    runs += [r for r in lines if not r.get("end")]
+    for end in (r for r in lines if r.get("end")):  # a run's end line: its wall time and phases
+        for run in runs:
+            if isinstance(run, dict) and run.get("run") == end.get("run"):
+                run.update({k: v for k, v in end.items() if k not in ("end", "run")})
     return [r for r in runs if isinstance(r, dict)]

@@ -22,6 +22,8 @@ from longca.problem import Problem
 from longca.results import ResultRow, new_row
 from longca_runner import procs, warnlog
 from longca_runner.measure import RunOptions
+from longca_runner.measure.phases import PhaseClock
+from longca_runner.timing import MAX_REPEAT
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +52,7 @@ def default_timeout(problem: Problem, options: RunOptions) -> float:
     The FLOPs are those of the full S x S problem (no mask: an upper bound); calls are warm-up,
     timed, the first and peak-memory calls, and the reference check counted as three more."""
     flops = problem_flops(problem, float(problem.seqlen) ** 2) / max(1, problem.world_size)
-    calls = (options.warmup + options.repeat + 2 + (3 if options.check else 0)) * options.samples
+    calls = (options.warmup + (options.repeat or MAX_REPEAT) + 2 + (3 if options.check else 0)) * options.samples
     return BASE_TIMEOUT_S + calls * flops / RATE.get(problem.device_type, RATE["cpu"])
 
 
@@ -88,8 +90,9 @@ def measure_case(problem: Problem, options: RunOptions, on_phase: Callable[[str]
 class Supervisor:
     """`run(problem, options, timeout_s) -> row`, each case in a worker process this object supervises."""
 
-    def __init__(self, isolate: bool = True) -> None:
+    def __init__(self, isolate: bool = True, clock: PhaseClock | None = None) -> None:
         self.isolate = isolate
+        self.clock = clock  # hears every phase of every case (where a run's minutes go)
         self._process: Any = None
         self._conn: Any = None
 
@@ -108,6 +111,13 @@ class Supervisor:
         self._process = self._conn = None
 
     def run(self, problem: Problem, options: RunOptions, timeout_s: float | None = None) -> ResultRow:
+        try:
+            return self._run(problem, options, timeout_s)
+        finally:
+            if self.clock:
+                self.clock.enter(None)
+
+    def _run(self, problem: Problem, options: RunOptions, timeout_s: float | None) -> ResultRow:
         check_timeout(timeout_s)
         deadline_s = timeout_s or default_timeout(problem, options)
         if self._process is None or not self._process.is_alive():
@@ -133,6 +143,8 @@ class Supervisor:
             kind, payload = message
             if kind == "phase":
                 phase = payload
+                if self.clock:
+                    self.clock.enter(phase)
             elif kind == "input":
                 raise LongcaError(payload)
             else:

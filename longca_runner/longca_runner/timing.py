@@ -34,12 +34,50 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, repeat: int = 20,
+# `repeat=None` (the default of runs and sweeps): timed calls in rounds of ROUND until the 95 %
+# interval of the median is within +-CI_TARGET of it, at least MIN_REPEAT and at most MAX_REPEAT
+# calls, or until the calls so far took MAX_TIMED_S (a slow case is precise after a few calls)
+MIN_REPEAT, MAX_REPEAT, ROUND, CI_TARGET, MAX_TIMED_S = 5, 100, 5, 0.01, 2.0
+
+
+def median_interval(times: list[float]) -> tuple[float, float]:
+    """A distribution-free 95 % interval of the median: the order statistics at n/2 -+ 1.96 sqrt(n)/2
+    (the binomial's normal approximation; with 5 calls it is their range)."""
+    ordered = sorted(times)
+    n = len(ordered)
+    half = 1.96 * n ** 0.5 / 2
+    return ordered[max(0, int(np.floor(n / 2 - half)))], ordered[min(n - 1, int(np.ceil(n / 2 + half)))]
+
+
+def precise_enough(times: list[float]) -> bool:
+    """True when the median of `times` is known to within +-CI_TARGET (`median_interval`)."""
+    low, high = median_interval(times)
+    median = float(np.median(times))
+    return median > 0 and (high - low) / 2 <= CI_TARGET * median
+
+
+def until_precise(timer: Callable[[int], list[float]], repeat: int | None) -> list[float]:
+    """`timer(n)` (n more timed calls) once for a fixed `repeat`; for None, in rounds until
+    `precise_enough`, MAX_REPEAT calls or MAX_TIMED_S of timed calls, whichever comes first."""
+    if repeat is not None:
+        return timer(repeat)
+    times = timer(MIN_REPEAT)
+    while (len(times) < MAX_REPEAT and sum(times) < MAX_TIMED_S * 1e3 and not precise_enough(times)):
+        times += timer(min(ROUND, MAX_REPEAT - len(times)))
+    return times
+
+
+def time_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, repeat: int | None = 20,
             flush_l2: bool = True) -> list[float]:
-    """Milliseconds of each of `repeat` calls of fn, after `warmup` untimed calls."""
+    """Milliseconds of each of `repeat` calls of fn (None: `until_precise`), after `warmup` untimed calls."""
     for _ in range(warmup):
         fn()
     synchronize(device)
+    return until_precise(lambda n: _timed_calls(fn, device, n, flush_l2), repeat)
+
+
+def _timed_calls(fn: Callable[[], object], device: torch.device, repeat: int, flush_l2: bool) -> list[float]:
+    """`repeat` timed calls: the host clock on a CPU, CUDA events (L2 flushed before each) on a GPU."""
     if device.type != "cuda":
         times = []
         for _ in range(repeat):
@@ -123,7 +161,7 @@ def check_timing(mode: str, device: str) -> None:
                           f"on a CPU use events or profiler")
 
 
-def time_graph_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, repeat: int = 20,
+def time_graph_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, repeat: int | None = 20,
                   flush_l2: bool = True) -> list[float]:
     """Milliseconds of `repeat` replays of fn captured once in a CUDA graph, each timed with events,
     the L2 flushed before each replay (outside the graph). A step that cannot be captured (host
@@ -145,15 +183,19 @@ def time_graph_ms(fn: Callable[[], object], device: torch.device, warmup: int = 
         torch.cuda.synchronize(device)
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise UnsupportedError(f"cannot be captured in a CUDA graph: {type(exc).__name__}: {text}"[:500]) from None
-    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeat)]
-    for start_event, end_event in pairs:
-        if flush_l2:
-            _flush(device)
-        start_event.record()
-        graph.replay()
-        end_event.record()
-    torch.cuda.synchronize(device)
-    return [s.elapsed_time(e) for s, e in pairs]
+
+    def replays(n: int) -> list[float]:
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+        for start_event, end_event in pairs:
+            if flush_l2:
+                _flush(device)
+            start_event.record()
+            graph.replay()
+            end_event.record()
+        torch.cuda.synchronize(device)
+        return [s.elapsed_time(e) for s, e in pairs]
+
+    return until_precise(replays, repeat)
 
 
 def device_ms(events: Any, cuda: bool) -> float:
@@ -166,7 +208,7 @@ def device_ms(events: Any, cuda: bool) -> float:
     return sum(e.cpu_time_total for e in events if e.device_type == DeviceType.CPU and e.cpu_parent is None) / 1e3
 
 
-def time_profiler_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, repeat: int = 20,
+def time_profiler_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, repeat: int | None = 20,
                      flush_l2: bool = True) -> list[float]:
     """Device time of each of `repeat` calls from torch.profiler: the L2 flush runs before the
     profiled region, so it is never counted; launch gaps and host work between kernels are not
@@ -177,19 +219,23 @@ def time_profiler_ms(fn: Callable[[], object], device: torch.device, warmup: int
         fn()
     synchronize(device)
     cuda = device.type == "cuda"
-    times = []
-    for _ in range(repeat):
-        if flush_l2 and cuda:
-            _flush(device)
-            synchronize(device)
-        with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
-            fn()
-            synchronize(device)
-        times.append(device_ms(prof.events(), cuda))
-    return times
+
+    def profiled(n: int) -> list[float]:
+        times = []
+        for _ in range(n):
+            if flush_l2 and cuda:
+                _flush(device)
+                synchronize(device)
+            with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+                fn()
+                synchronize(device)
+            times.append(device_ms(prof.events(), cuda))
+        return times
+
+    return until_precise(profiled, repeat)
 
 
-def time_by_mode(mode: str, fn: Callable[[], object], device: torch.device, warmup: int = 5, repeat: int = 20,
+def time_by_mode(mode: str, fn: Callable[[], object], device: torch.device, warmup: int = 5, repeat: int | None = 20,
                  flush_l2: bool = True) -> list[float]:
     """Milliseconds of each timed call in one of TIMING_MODES (events: `time_ms`)."""
     check_timing(mode, str(device))

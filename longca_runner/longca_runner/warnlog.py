@@ -25,6 +25,17 @@ def to_file(path: str | Path) -> Any:
     return previous
 
 
+def start(path: str | Path, what: str) -> None:
+    """Begin a run's part of the log with a dated line, so the file exists (and says which run wrote
+    what follows) even when no library warns."""
+    from datetime import datetime, timezone
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("a") as f:
+        f.write(f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} {what}\n")
+
+
 def from_env() -> None:
     """In a worker: follow the parent's LONGCA_WARNINGS_LOG, if set."""
     path = os.environ.get(ENV)

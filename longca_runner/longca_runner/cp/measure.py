@@ -105,7 +105,7 @@ def _sample(spec, problem: Problem, options: dict, inner, sample: int, run: RunO
     dout = spec.dispatch(dout_g, plan) if needs_grad else None
     step = checked_step(lambda: spec.attention(ql, kl, vl, plan), (ql, kl, vl), problem.direction, dout, phases,
                         "this rank's output")
-    timed = time_step(step, device, run, before_timing=lambda: dist.barrier(group), phases=phases)
+    timed = time_step(step, device, run.fixed(), before_timing=lambda: dist.barrier(group), phases=phases)
     phases("gather")
     ranks = gather_timings(timed.times, timed.peak, prepare_ms, group, device)
     ms, iterations, peak, prepare_max, slowest = _reduce(ranks)

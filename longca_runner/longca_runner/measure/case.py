@@ -15,6 +15,7 @@ from longca.problem import Problem, build_mask, check_mask_params, make_inputs
 from longca.results import Checked, ResultRow, new_row
 from longca.specs import KernelSpec
 from longca_runner.measure.checks import check_mode, full_check, spot_check
+from longca_runner.measure.checks import shared as shared_reference
 from longca_runner.measure.options import RunOptions, tolerance_for
 from longca_runner.measure.phases import Phases
 from longca_runner.measure.samples import Sample, n_samples, summarize_samples
@@ -82,9 +83,9 @@ def _measure_sample(spec: KernelSpec, problem: Problem, mask, sample: int, optio
     flops = problem_flops(problem, mask.area)
     errors = None
     if check == "full":
-        errors = full_check(spec, problem, mask, prepared, q, k, v, dout, phases)
+        errors = full_check(spec, problem, mask, prepared, q, k, v, dout, phases, sample)
     elif check == "spot":
-        errors = spot_check(spec, problem, mask, prepared, q, k, v, phases)
+        errors = spot_check(spec, problem, mask, prepared, q, k, v, phases, sample)
     return Sample(timed.summary, timed.times, mask.area, flops, timed.peak, prepare_ms, errors, checked=check)
 
 
@@ -140,6 +141,7 @@ def run_problem(problem: Problem, options: RunOptions | None = None,
     check_device(problem.device)
     row = new_row(problem)
     row.timing = options.timing
+    shared_reference.forget_others(problem)  # an earlier case's reference is not kept through this one
     if _refused(spec, problem, options, registry, row, phases):
         return row
     samples = []

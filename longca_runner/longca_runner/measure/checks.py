@@ -3,6 +3,11 @@ gradients ("full"), or the forward on a few seeded query windows ("spot") where 
 reference would cost more than the measurement."""
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -44,29 +49,88 @@ def _grads(out: torch.Tensor, inputs, dout: torch.Tensor):
     return torch.autograd.grad(out, inputs, dout, retain_graph=True)
 
 
-def full_check(spec, problem: Problem, mask, prepared, q, k, v, dout: torch.Tensor | None,
-               phases: Phases) -> dict[str, float]:
-    """Relative errors of output (and gradients) against the float32 reference on the same mask."""
-    phases("check")
+def reference_key(problem: Problem, sample: int, mode: Checked) -> str:
+    """What a reference depends on: the case without its kernel (every kernel of a case shares it)."""
+    fields = {k: v for k, v in asdict(problem).items() if k not in ("kernel", "deterministic", "dtype")}
+    return json.dumps([fields, str(problem.torch_dtype), sample, mode], sort_keys=True, default=str)
+
+
+def _fingerprint(tensors) -> tuple:
+    """Shapes, dtypes and value sums of the inputs: a reference is reused only for the same values
+    (a kernel that wrote into its inputs gets a reference of what it left there)."""
+    return tuple((tuple(t.shape), str(t.dtype), str(t.device), float(torch.sum(t.detach(), dtype=torch.float32)))
+                 for t in tensors if t is not None)
+
+
+class SharedReference:
+    """The float32 reference of the case being measured, computed by its first kernel and reused by the
+    next ones (a sweep runs kernels innermost, so one entry is enough). `forget_others` at the start of
+    a case frees the entry of an earlier case."""
+
+    def __init__(self) -> None:
+        self._key: str | None = None
+        self._fingerprint: tuple | None = None
+        self._value: Any = None
+        self.computed = 0  # how many references were computed (what a sweep shares shows in tests)
+
+    def forget_others(self, problem: Problem) -> None:
+        if self._key is not None and json.loads(self._key)[0] != json.loads(reference_key(problem, 0, "no"))[0]:
+            self._key = self._fingerprint = self._value = None
+
+    def get(self, key: str, inputs, make: Callable[[], Any]) -> Any:
+        fingerprint = _fingerprint(inputs)
+        if key != self._key or fingerprint != self._fingerprint:
+            self._key = self._fingerprint = self._value = None  # free the old one before making the new
+            self._value = make()
+            self._key, self._fingerprint = key, fingerprint
+            self.computed += 1
+        return self._value
+
+
+shared = SharedReference()
+
+
+def _full_reference(problem: Problem, mask, q, k, v, dout: torch.Tensor | None):
+    """The reference output (and gradients for dout) in float32, detached."""
     qf, kf, vf = (t.detach().float().requires_grad_(problem.direction != "fwd") for t in (q, k, v))
     ref = reference.attention(qf, kf, vf, mask)
+    grads = None
+    if problem.direction != "fwd":
+        assert dout is not None  # made for every direction but fwd
+        grads = tuple(g.detach() for g in _grads(ref, (qf, kf, vf), dout.float()))
+    return ref.detach(), grads
+
+
+def full_check(spec, problem: Problem, mask, prepared, q, k, v, dout: torch.Tensor | None,
+               phases: Phases, sample: int = 0) -> dict[str, float]:
+    """Relative errors of output (and gradients) against the float32 reference on the same mask
+    (`shared`: computed once per case and inputs, whichever kernel asks first)."""
+    phases("reference")
+    ref, want = shared.get(reference_key(problem, sample, "full"), (q, k, v, dout),
+                           lambda: _full_reference(problem, mask, q, k, v, dout))
+    phases("check")
     out = spec.run(prepared, q, k, v)
     errors = {"out": rel_err(out, ref)}
     if problem.direction != "fwd":
-        assert dout is not None  # made for every direction but fwd
+        assert dout is not None and want is not None
         got = _grads(out, (q, k, v), dout)
-        want = _grads(ref, (qf, kf, vf), dout.float())
         errors.update({f"d{n}": rel_err(g, w) for n, g, w in zip("qkv", got, want, strict=True)})
     return errors
 
 
-def spot_check(spec, problem: Problem, mask, prepared, q, k, v, phases: Phases) -> dict[str, float]:
+def _spot_reference(problem: Problem, mask, q, k, v) -> torch.Tensor:
+    rows = [reference.forward_lse(q.detach(), k.detach(), v.detach(), mask, rows=(r0, r1))[0]
+            for r0, r1 in spot_windows(problem)]
+    return torch.cat(rows, 1)
+
+
+def spot_check(spec, problem: Problem, mask, prepared, q, k, v, phases: Phases, sample: int = 0) -> dict[str, float]:
     """Relative error of the forward on a few query windows against the reference on those rows only."""
-    phases("check")
+    phases("reference")
     with torch.no_grad():
+        want = shared.get(reference_key(problem, sample, "spot"), (q, k, v),
+                          lambda: _spot_reference(problem, mask, q, k, v))
+        phases("check")
         out = spec.run(prepared, q, k, v)
-        got, want = [], []
-        for r0, r1 in spot_windows(problem):
-            got.append(out[:, r0:r1])
-            want.append(reference.forward_lse(q.detach(), k.detach(), v.detach(), mask, rows=(r0, r1))[0])
-    return {"out_rows": rel_err(torch.cat(got, 1), torch.cat(want, 1))}
+        got = torch.cat([out[:, r0:r1] for r0, r1 in spot_windows(problem)], 1)
+    return {"out_rows": rel_err(got, want)}

@@ -1,7 +1,7 @@
 """How to measure a case (`RunOptions`), and the tolerances and check sizes its row is judged by."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from longca.errors import LongcaError
 from longca_runner.timing import TIMING_MODES
@@ -26,7 +26,9 @@ class RunOptions:
     """How to measure: iterations, mask samples for document masks, correctness check."""
 
     warmup: int = 5
-    repeat: int = 20
+    # timed calls; None: as many as the median needs (`longca_runner.timing.until_precise`: the 95 % interval
+    # within +-1 %, 5 to 100 calls, at most 2 s of them)
+    repeat: int | None = None
     samples: int = 5
     # True: against the whole reference; "spot": the forward on a few query windows; "auto": the
     # whole reference where it is cheap (FULL_CHECK_FLOPS), else spot; False: not checked
@@ -35,9 +37,16 @@ class RunOptions:
     tolerance: float | None = None
     timing: str = "events"  # longca_runner.timing.TIMING_MODES: events, cuda_graph, profiler
 
+    def fixed(self, repeat: int = 20) -> RunOptions:
+        """These options with a fixed count of timed calls where `repeat` is None: the ranks of a CP
+        group must make the same calls, so they cannot each stop when their own median is precise."""
+        return self if self.repeat is not None else replace(self, repeat=repeat)
+
     def __post_init__(self) -> None:
         for name, low in (("warmup", 0), ("repeat", 1), ("samples", 1)):
             value = getattr(self, name)
+            if name == "repeat" and value is None:
+                continue
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise LongcaError(f"{name} must be an integer >= {low}, got {value!r}")
         if not isinstance(self.check, bool) and self.check not in CHECK_MODES:

@@ -19,3 +19,43 @@ class Phases:
         self.current = name
         if self.listener is not None:
             self.listener(name)
+
+
+# where a run's minutes go (runs.jsonl `phases_s`, the report's header): each phase a case names
+# counts for one of these; the time between no phase and the run's wall time is "other"
+PHASE_KINDS = {"first call": "compile", "backward": "compile", "reference": "reference", "check": "check",
+               "peak memory": "timed", "timing": "timed"}
+KINDS = ("compile", "reference", "check", "timed", "other")
+
+
+class PhaseClock:
+    """Seconds per kind of phase over a run, from the phases its cases enter (`enter`), plus time added
+    whole (`add`: the prewarm's compilation); `wall_s` since the clock was made."""
+
+    def __init__(self) -> None:
+        import time
+
+        self._now = time.monotonic
+        self.started = self._now()
+        self.seconds = dict.fromkeys(KINDS, 0.0)
+        self._phase: str | None = None
+        self._since = self.started
+
+    def enter(self, phase: str | None) -> None:
+        """The case now in `phase` (None: between cases): the phase before it is counted."""
+        now = self._now()
+        if self._phase is not None:
+            self.add(PHASE_KINDS.get(self._phase, "other"), now - self._since)
+        self._phase, self._since = phase, now
+
+    def add(self, kind: str, seconds: float) -> None:
+        self.seconds[kind] += seconds
+
+    def wall_s(self) -> float:
+        return self._now() - self.started
+
+    def summary(self) -> dict[str, float]:
+        """`phases_s`: seconds per kind, "other" the wall time no kind accounts for."""
+        wall = self.wall_s()
+        counted = {k: round(v, 1) for k, v in self.seconds.items() if k != "other"}
+        return {**counted, "other": round(max(0.0, wall - sum(self.seconds[k] for k in counted)), 1)}

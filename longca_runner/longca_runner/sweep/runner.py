@@ -15,8 +15,9 @@ from longca.results import ResultRow, ResultsWriter, case_id
 from longca_runner import integrity, peaks
 from longca_runner.launcher import under_torchrun
 from longca_runner.measure import RunOptions, check_device
+from longca_runner.measure.phases import PhaseClock
 from longca_runner.outdir import RESULTS_FILE, OutputFolder
-from longca_runner.runinfo import record_run
+from longca_runner.runinfo import record_run, record_run_end
 from longca_runner.supervisor import Supervisor
 from longca_runner.sweep.grid import expand
 from longca_runner.sweep.spec import SweepSpec
@@ -51,12 +52,14 @@ def measure_matmul_peak(device: str = "cuda", n: int = 8192, warm_seconds: float
 
 def run_sweep(spec: SweepSpec, output: Path, resume: bool = False, on_case: OnCase | None = None,
               registry: Registry | None = None, max_seconds: float | None = None,
-              cases: list[Problem] | None = None) -> list[ResultRow]:
+              cases: list[Problem] | None = None, clock: PhaseClock | None = None) -> list[ResultRow]:
     """Run every case of the grid (`cases`: the grid already expanded, else expanded here),
     appending each row as it finishes; returns the new rows.
 
     `max_seconds`: start no case (or CP batch) after that many seconds; a case already running
-    finishes. The cases left are run by a later call with `resume=True`."""
+    finishes. The cases left are run by a later call with `resume=True`. `clock`: where the run's
+    minutes went (a bench's clock has its prewarm already); recorded at the end as runs.jsonl's
+    `wall_s` and `phases_s`."""
     registry = registry or get_registry()
     # under torchrun (one or many nodes) every rank runs the loop: the CP cases of its world size
     # join the launcher's group, single-GPU cases run on rank 0 alone, and only rank 0 writes
@@ -68,7 +71,7 @@ def run_sweep(spec: SweepSpec, output: Path, resume: bool = False, on_case: OnCa
     if spec.strategies and spec.timing != "events":
         raise LongcaError(f"timing {spec.timing!r} is for single-GPU cases; CP sweeps (strategies) time with events")
     todo = _for_this_rank(cases if cases is not None else expand(spec, registry), launched)
-    runner = _Runner(spec, resume, on_case, registry, max_seconds)
+    runner = _Runner(spec, resume, on_case, registry, max_seconds, clock or PhaseClock())
     if launched and os.environ.get("RANK") != "0":  # other ranks read the folder (--resume), never write it
         return runner.run(None, Path(output), todo)
     with OutputFolder(output) as folder:
@@ -91,7 +94,8 @@ class _Runner:
     """One pass over the cases: skip the done ones, batch CP cases, write rows, stop when out of time."""
 
     def __init__(self, spec: SweepSpec, resume: bool, on_case: OnCase | None, registry: Registry,
-                 max_seconds: float | None) -> None:
+                 max_seconds: float | None, clock: PhaseClock) -> None:
+        self.clock = clock
         self.spec, self.resume, self.on_case, self.registry = spec, resume, on_case, registry
         self.max_seconds = max_seconds
         self.started = time.monotonic()
@@ -115,10 +119,11 @@ class _Runner:
         if self.spec.measure_peak:
             self.extra.update(peaks.run_peaks(self.spec.device, self.spec.dtypes))
         self.gpu = peaks.gpu_name(self.spec.device)
+        run = None
         if folder:
             self.writer = writer
-            record_run(path, self.extra, self.registry)
-        supervisor = Supervisor(isolate=self.spec.isolate)
+            run = record_run(path, self.extra, self.registry)["run"]
+        supervisor = Supervisor(isolate=self.spec.isolate, clock=self.clock)
         try:
             for problem in todo:
                 if self.out_of_time():
@@ -136,6 +141,9 @@ class _Runner:
             self.flush_cp()
         finally:
             supervisor.close()
+            if run is not None:  # also when stopped by an error: the minutes it did spend
+                record_run_end(path, run, {"wall_s": round(self.clock.wall_s(), 1), "phases_s": self.clock.summary(),
+                                           "cases_run": len(self.rows)})
         return self.rows
 
     def record(self, problem: Problem, row: ResultRow) -> None:

@@ -47,7 +47,7 @@ class SweepSpec(BaseModel):
     seed: int = 0
     samples: int = Field(5, ge=1)
     warmup: int = Field(5, ge=0)
-    repeat: int = Field(20, ge=1)
+    repeat: int | None = Field(None, ge=1)  # None: until the median is precise (longca.timing.until_precise)
     # "auto": the whole float32 reference where it is cheap, else the forward on a few query windows;
     # true: always the whole reference; "spot": always windows; false: no check (rows say checked "no")
     check: bool | Literal["auto", "spot"] = "auto"

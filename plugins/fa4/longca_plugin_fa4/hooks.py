@@ -14,6 +14,12 @@ from longca.plugin import installed_version
 from longca_flashplan import plugin as flash
 from longca_flashplan.plugin import CallArgs
 
+# flash-attn-4's own on-disk cache of compiled kernels (its FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED,
+# read when flash_attn.cute is imported): each case's kernels are JIT-compiled once for all processes
+# and runs (`longca bench` compiles them first, in parallel) instead of once per process; the kernels
+# are the same. A user's own setting wins (0 turns it off).
+os.environ.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED", "1")
+
 
 class FA4(flash.FlashAdapter):
     """flash-attn-4's explicit-lse primitives."""
@@ -113,7 +119,7 @@ def prepare(problem, mask, q, k, v):
 SPEC = flash.flash_kernel(
     "fa4", "flash-attn-4 (CuTe DSL, JIT): varlen documents, window_size, lse-merged calls for heterogeneous masks",
     FA4, library_reason=library_reason, backend=lambda: f"flash-attn-4 {version()} (flash_attn.cute)",
-    head_dims=HEAD_DIMS, deterministic=True, prepare_run=(prepare, run), supports=supports,
+    head_dims=HEAD_DIMS, deterministic=True, prepare_run=(prepare, run), supports=supports, compiles=True,
     url="https://github.com/Dao-AILab/flash-attention/tree/main/flash_attn/cute")
 
 

@@ -16,7 +16,14 @@ kernel). What refuses a case, and where:
 """
 from __future__ import annotations
 
+import os
+
 from longca.plugin import hookimpl, installed_version
+
+# flash-attn-4's own on-disk cache of the kernels it JIT-compiles (FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED,
+# read when flash_attn.cute is imported): what one process compiled, the next loads (the prewarm of
+# `longca bench` compiles the cases in parallel first); the kernels are the same. A user's setting wins.
+os.environ.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED", "1")
 from longca_plugin_flex.kernel import FlexKernel
 
 KERNEL_OPTIONS = {"BACKEND": "FLASH"}

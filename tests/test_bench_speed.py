@@ -1,0 +1,185 @@
+"""What makes `longca bench` take the time of its work (issue 35): timed calls chosen by the spread
+of the times (`until_precise`), one float32 reference per case shared by its kernels, a prewarm
+that is bounded per case and names what it could not finish, and a run's wall time and phases in
+runs.jsonl and the report's header."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from longca import timing
+from longca.problem import Problem
+from longca_cli.render import progress_line
+from longca_runner.measure import RunOptions, run_problem
+from longca_runner.measure import checks as checks_module
+from longca_runner.measure.phases import PhaseClock
+from longca_runner.runinfo import read_runs, record_run_end
+from longca_runner.sweep import load_spec, run_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _timer(values):
+    """A timer that hands out `values` in order (n per call), counting the calls asked for."""
+    it, asked = iter(values), []
+
+    def timer(n: int) -> list[float]:
+        asked.append(n)
+        return [next(it) for _ in range(n)]
+
+    return timer, asked
+
+
+def test_steady_times_stop_at_the_minimum_and_noisy_ones_go_on():
+    steady, asked = _timer([10.0] * 200)
+    assert len(timing.until_precise(steady, None)) == timing.MIN_REPEAT and asked == [timing.MIN_REPEAT]
+    # +-20 % noise: the median's interval never gets within +-1 % before the cap on calls
+    noisy, _ = _timer([10.0 * (1 + 0.2 * ((i * 7919) % 11 - 5) / 5) for i in range(200)])
+    assert len(timing.until_precise(noisy, None)) == timing.MAX_REPEAT
+
+
+def test_slow_calls_stop_at_the_time_budget_and_a_given_repeat_is_kept():
+    slow, _ = _timer([timing.MAX_TIMED_S * 1e3 / 4 * (1 + 0.1 * (i % 3)) for i in range(200)])
+    assert len(timing.until_precise(slow, None)) == timing.MIN_REPEAT  # 5 calls are already over 2 s
+    fixed, asked = _timer([10.0 * (1 + 0.2 * (i % 5)) for i in range(200)])
+    assert len(timing.until_precise(fixed, 7)) == 7 and asked == [7]
+
+
+def test_the_median_interval_is_the_range_for_five_and_narrows_with_more():
+    assert timing.median_interval([5.0, 1.0, 3.0, 2.0, 4.0]) == (1.0, 5.0)
+    low, high = timing.median_interval([float(i) for i in range(100)])
+    assert 35 <= low < 50 < high <= 65
+    assert timing.precise_enough([100.0, 100.5, 99.6, 100.2, 99.9])
+    assert not timing.precise_enough([100.0, 103.0, 97.0, 100.2, 99.9])
+
+
+def test_cp_groups_time_a_fixed_count():
+    assert RunOptions().repeat is None and RunOptions().fixed().repeat == 20
+    assert RunOptions(repeat=3).fixed().repeat == 3
+
+
+def _case(kernel: str, direction: str = "bwd", **kw) -> Problem:
+    return Problem(kernel=kernel, mask="causal", seqlen=256, heads_q=2, heads_kv=1, head_dim=16, dtype="float32",
+                   direction=direction, **kw)
+
+
+def test_the_kernels_of_one_case_share_one_reference():
+    shared = checks_module.shared
+    options = RunOptions(warmup=0, repeat=1, check=True)
+    before = shared.computed
+    rows = [run_problem(_case(k), options) for k in ("torch", "sdpa", "reference")]
+    assert [r.status for r in rows] == ["ok"] * 3 and shared.computed == before + 1
+    assert all(r.rel_err < 1e-5 for r in rows)
+    run_problem(_case("torch", seed=1), options)  # another case: its own reference
+    run_problem(_case("torch", direction="fwd", seed=1), options)  # another direction: its own too
+    assert shared.computed == before + 3
+
+
+def test_a_reference_is_not_reused_for_other_input_values():
+    shared = checks_module.SharedReference()
+    q = torch.ones(3)
+    made = []
+    assert shared.get("k", (q,), lambda: made.append(1) or "a") == "a"
+    assert shared.get("k", (q,), lambda: made.append(1) or "b") == "a" and made == [1]
+    q += 1  # a kernel that wrote into its input: the reference is made again on what it left
+    assert shared.get("k", (q,), lambda: made.append(1) or "c") == "c" and made == [1, 1]
+
+
+@pytest.mark.slow  # waits out a hanging case's bound
+def test_prewarm_bounds_each_case_and_names_what_it_could_not_finish(tmp_path, monkeypatch):
+    from longca import prewarm
+    from longca.plugins import get_registry
+
+    from . import faults
+
+    for entry in faults.install(tmp_path / "site", faults.KERNELS):
+        monkeypatch.syspath_prepend(entry)
+    get_registry(reload=True)
+    try:
+        lines: list[str] = []
+        cases = [Problem(kernel=k, mask="causal", seqlen=128, heads_q=2, heads_kv=2, head_dim=16, dtype="float32")
+                 for k in ("fault-hang-run", "torch")]
+        assert prewarm.warm(cases, workers=2, say=lines.append, case_seconds=4) is False
+        text = "\n".join(lines)
+        assert "torch causal 128 fwd: ok" in text
+        assert "not finished: fault-hang-run causal 128 fwd: timeout in phase first call" in text
+        assert "prewarm: 1 of 2 cases" in lines[-1] and "fault-hang-run causal 128 fwd" in lines[-1]
+    finally:
+        monkeypatch.undo()
+        get_registry(reload=True)
+
+
+def test_a_run_records_its_wall_time_and_phases_and_the_report_shows_them(tmp_path):
+    from longca_cli.report import write_report
+
+    spec_path = tmp_path / "s.toml"
+    spec_path.write_text("""[sweep]
+kernels = ["torch", "sdpa"]
+masks = ["causal"]
+seqlens = [256]
+heads = ["2:1"]
+head_dims = [16]
+dtypes = ["float32"]
+directions = ["bwd"]
+device = "cpu"
+samples = 1
+check = true
+measure_peak = false
+""")
+    out = tmp_path / "out"
+    run_sweep(load_spec(spec_path), out)
+    (run,) = read_runs(out)
+    phases = run["phases_s"]
+    assert set(phases) == {"compile", "reference", "check", "timed", "other"} and run["cases_run"] == 2
+    assert phases["timed"] > 0 and sum(phases.values()) == pytest.approx(
+        run["wall_s"], abs=0.5)
+    written = write_report([out / "results.jsonl"], tmp_path / "rep")
+    assert "**Time** of out: " in written["markdown"] and "(2 cases measured): compile " in written["markdown"]
+
+
+def test_an_end_line_joins_its_run_and_is_not_counted_as_one(tmp_path):
+    from longca_runner.runinfo import record_run
+
+    assert record_run(tmp_path)["run"] == 1
+    record_run_end(tmp_path, 1, {"wall_s": 3.0})
+    assert record_run(tmp_path)["run"] == 2
+    runs = read_runs(tmp_path)
+    assert [r["run"] for r in runs] == [1, 2] and runs[0]["wall_s"] == 3.0 and "wall_s" not in runs[1]
+    assert all(not r.get("end") for r in runs)
+
+
+def test_the_clock_counts_phases_by_kind_and_the_rest_as_other():
+    now = [0.0]
+    clock = PhaseClock()
+    clock._now = lambda: now[0]  # noqa: SLF001 - a test clock
+    clock.started = clock._since = 0.0  # noqa: SLF001
+    for phase, t in (("start", 1.0), ("first call", 2.0), ("timing", 5.0), ("reference", 6.0), (None, 7.0)):
+        now[0] = t
+        clock.enter(phase)
+    clock.add("compile", 10.0)
+    now[0] = 20.0
+    assert clock.summary() == {"compile": 13.0, "reference": 1.0, "check": 0.0, "timed": 1.0, "other": 5.0}
+
+
+def test_progress_lines_say_how_far_and_how_long_is_left():
+    assert progress_line(120, 576, 130.0, 120, "fa2 causal 8192 bwd: ok") == \
+        "[120/576] 20 %, 2 min 10 s, about 8 min 14 s left: fa2 causal 8192 bwd: ok"
+    assert progress_line(576, 576, 400.0, 500, "x: ok").startswith("[576/576] 100 %, 6 min 40 s: ")
+
+
+def test_make_bench_calls_the_python_it_is_given():
+    dry = subprocess.run(["make", "-n", "bench", "PYTHON=/opt/py/bin/python3"], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    assert "/opt/py/bin/python3 -m longca_cli bench --resume" in dry
+    assert "longca bench" not in dry.replace("longca_cli bench", "")
+
+
+def test_bench_writes_its_log_file_even_when_nothing_warns(tmp_path):
+    from longca import warnlog
+
+    warnlog.start(tmp_path / "r" / "longca.log", "longca bench: test")
+    assert json.dumps((tmp_path / "r" / "longca.log").read_text()).count("longca bench: test") == 1
