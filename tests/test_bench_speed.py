@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from longca import timing
 from longca.problem import Problem
 from longca_cli.render import progress_line
+from longca_runner import timing
 from longca_runner.measure import RunOptions, run_problem
 from longca_runner.measure import checks as checks_module
 from longca_runner.measure.phases import PhaseClock
@@ -91,8 +91,8 @@ def test_a_reference_is_not_reused_for_other_input_values():
 
 @pytest.mark.slow  # waits out a hanging case's bound
 def test_prewarm_bounds_each_case_and_names_what_it_could_not_finish(tmp_path, monkeypatch):
-    from longca import prewarm
     from longca.plugins import get_registry
+    from longca_runner import prewarm
 
     from . import faults
 
@@ -179,7 +179,7 @@ def test_make_bench_calls_the_python_it_is_given():
 
 
 def test_bench_writes_its_log_file_even_when_nothing_warns(tmp_path):
-    from longca import warnlog
+    from longca_runner import warnlog
 
     warnlog.start(tmp_path / "r" / "longca.log", "longca bench: test")
     assert json.dumps((tmp_path / "r" / "longca.log").read_text()).count("longca bench: test") == 1
