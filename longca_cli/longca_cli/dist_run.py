@@ -87,9 +87,12 @@ def dist_run(
     with OutputFolder(output) if output and rank0 else contextlib.nullcontext() as folder:  # checked first
         writer = ResultsWriter(folder.results) if folder else None
         ordered = measure_cases(asked.problems, run, asked.backend, timeout or DEFAULT_TIMEOUT_S, timeout,
-                                on_row=lambda _, row: writer.append(row) if writer else None)
+                                on_row=lambda _, row: writer.keep(row) if writer else None)
     if not rank0:
         return
     _show(ordered, fmt)
+    if writer and writer.unwritten:
+        typer.echo(f"error: {writer.unwritten}", err=True)
+        raise typer.Exit(2)
     if any(row["status"] not in ("ok", "unsupported") for row in ordered):
         raise typer.Exit(1)
