@@ -75,13 +75,15 @@ def dist_run(
     from longca.measure import RunOptions
     from longca.outdir import OutputFolder
     from longca.results import ResultsWriter
+    from longca.supervisor import check_timeout
     from longca_cp.cases import measure_cases
     from longca_cp.launch import DEFAULT_TIMEOUT_S
     from longca_cp.request import dist_run as resolve_run
 
     problem = problem_from(inner, mask, seqlen, heads, head_dim, batch, dtype, direction, device, sampler, seed,
                            mask_param, sampler_param, head_dim_v=head_dim_v, deterministic=deterministic)
-    asked = resolve_run(problem, strategy, parse_params(option, "--option"), nproc, backend)
+    check_timeout(timeout)
+    asked = resolve_run(problem, strategy, parse_params(option, "--option"), nproc, backend, timeout_s=timeout)
     run = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check)
     rank0 = int(os.environ.get("RANK", "0")) == 0
     with OutputFolder(output) if output and rank0 else contextlib.nullcontext() as folder:  # checked first

@@ -53,13 +53,16 @@ def resolve(problem: Problem, options: dict[str, Any], registry: Registry | None
     return spec.resolve_options(problem, dict(options)) if spec.resolve_options else dict(options)
 
 
-def check_options(problem: Problem, options: dict[str, Any], registry: Registry | None = None) -> None:
+def check_options(problem: Problem, options: dict[str, Any], registry: Registry | None = None,
+                  timeout_s: float | None = None) -> None:
     """Unknown option names as input errors, before anything runs; a resolve_options() that raises
-    otherwise or never returns is left to the case's own row (`longca_cp.cases`)."""
+    otherwise or does not return within `timeout_s` (default: the hook limit) is left to the case's
+    own row (`longca_cp.cases`)."""
     from longca.bounded import HookHung, call_bounded
 
     try:
-        call_bounded(lambda: resolve(problem, options, registry), f"resolve_options() of {problem.strategy}")
+        call_bounded(lambda: resolve(problem, options, registry), f"resolve_options() of {problem.strategy}",
+                     timeout_s)
     except HookHung:
         return
     except LongcaError:
