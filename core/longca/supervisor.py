@@ -61,11 +61,11 @@ def _serve(conn, parent_pid: int, environ: dict[str, str]) -> None:
     warnlog.from_env()  # library warnings to the run's log file, where the parent asked for one
     for _, fields, options in procs.requests(conn):
         try:
-            row = measure_case(Problem(**fields), RunOptions(**options), lambda name: conn.send(("phase", name)),
-                               on_estimate=lambda seconds: conn.send(("deadline", seconds)))
-            conn.send(("row", row.model_dump()))
+            row = measure_case(Problem(**fields), RunOptions(**options), lambda name: procs.tell(conn, ("phase", name)),
+                               on_estimate=lambda seconds: procs.tell(conn, ("deadline", seconds)))
+            procs.tell(conn, ("row", row.model_dump()))
         except LongcaError as exc:
-            conn.send(("input", str(exc)))
+            procs.tell(conn, ("input", str(exc)))
 
 
 def measure_case(problem: Problem, options: RunOptions, on_phase: Callable[[str], None] = lambda name: None,
@@ -112,9 +112,11 @@ class Supervisor:
     def run(self, problem: Problem, options: RunOptions, timeout_s: float | None = None) -> ResultRow:
         check_timeout(timeout_s)
         deadline_s = timeout_s or default_timeout(problem, options)
-        if self._process is None or not self._process.is_alive():
+        case = ("case", asdict(problem), asdict(options))
+        if self._process is None or not self._process.is_alive() or not procs.send_case(self._conn, case):
+            self._stop()  # none yet, or ended between cases (SIGTERM, a kill): a fresh worker
             self._start()
-        self._conn.send(("case", asdict(problem), asdict(options)))
+            self._conn.send(case)
         started = time.monotonic()
         phase = "start"
         while True:
