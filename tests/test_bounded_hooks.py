@@ -74,3 +74,17 @@ def test_dist_run_with_hanging_or_raising_checks_gives_their_rows_and_runs_the_r
     assert rows["fault-cp-raise-supports"]["status"] == "error"
     assert "ValueError: injected fault in supports" in rows["fault-cp-raise-supports"]["reason"]
     assert "RuntimeError: injected fault in resolve_options" in rows["fault-cp-raise-resolve"]["reason"]
+
+
+def test_dist_run_timeout_bounds_a_hanging_resolve_options_or_supports(hanging_plugins, monkeypatch, tmp_path):
+    """--timeout, not only the (here 10-minute) hook limit, bounds the checks made before ranks start."""
+    monkeypatch.setenv("LONGCA_HOOK_TIMEOUT", "600")
+    result, seconds = _timed([
+        "dist-run", "--strategy", "fault-cp-hang-resolve,fault-cp-hang-supports", "--nproc", "2", "--seqlen", "128",
+        "--heads", "2:2", "--head-dim", "16", "--dtype", "float32", "--device", "cpu", "--timeout", "3",
+        "--output", str(tmp_path / "out"), "-f", "json"])
+    assert result.exit_code == 1 and "Traceback" not in result.output and seconds < 60, (seconds, result.output)
+    rows = {r["strategy"]: r for r in map(json.loads, (tmp_path / "out" / "results.jsonl").read_text().splitlines())}
+    for name in ("fault-cp-hang-resolve", "fault-cp-hang-supports"):
+        assert (rows[name]["status"], rows[name]["phase"]) == ("timeout", "supports")
+        assert "did not return in 3 s" in rows[name]["reason"] and "longca-faults" in rows[name]["reason"]

@@ -145,6 +145,7 @@ def test_cp_batch_with_hanging_raising_and_crashing_cases_keeps_every_good_row(t
         assert rows[good]["status"] == "ok" and rows[good]["checked"] == "full", rows[good]
     hang, raised, crashed = rows["fault-cp-hang"], rows["fault-cp-raise"], rows["fault-cp-segv"]
     assert hang["status"] == "timeout" and "rank 1: first call" in hang["reason"]
+    assert hang["failed_rank"] == 1 and "rank 1 hung in strategies.py" in hang["reason"]  # longca_runner.cp.hung
     assert (raised["status"], raised["failed_rank"], raised["phase"]) == ("error", 1, "first call")
     assert raised["reason"].startswith("rank 1: ValueError: injected fault on rank 1")
     assert crashed["status"] == "error" and crashed["failed_rank"] == 1

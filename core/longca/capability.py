@@ -82,11 +82,14 @@ def _resolved(problem: Problem, options: dict[str, Any], registry: Registry | No
     return (registry or get_registry()).strategy(problem.strategy).resolved_options(problem, options)
 
 
-def check_options(problem: Problem, options: dict[str, Any], registry: Registry | None = None) -> None:
+def check_options(problem: Problem, options: dict[str, Any], registry: Registry | None = None,
+                  timeout_s: float | None = None) -> None:
     """Unknown option names as input errors, before anything runs; a resolve_options() that raises
-    otherwise or never returns is left to the case's own row (`longca_runner.cp.cases`)."""
+    otherwise or does not return within `timeout_s` (default: the hook limit) is left to the case's
+    own row (`longca_runner.cp.cases`)."""
     try:
-        call_bounded(lambda: _resolved(problem, options, registry), f"resolve_options() of {problem.strategy}")
+        call_bounded(lambda: _resolved(problem, options, registry), f"resolve_options() of {problem.strategy}",
+                     timeout_s)
     except HookHung:
         return
     except LongcaError:

@@ -7,6 +7,7 @@ attribute, so code that treats rows as mappings keeps working.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -19,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .errors import LongcaError
 from .problem import Problem
 
 # 2: checked, sampler_params, iter_times_ms, phase, failed_rank, balance; status timeout
@@ -209,6 +211,7 @@ class ResultsWriter:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.unwritten: RowNotWritten | None = None  # the first row `keep` could not write
 
     def done_ids(self) -> set[str]:
         """Cases --resume skips: every row but those whose kernel was unavailable in that process
@@ -221,12 +224,59 @@ class ResultsWriter:
         return {row.case_id for row in read.rows if row.case_id and not is_unavailable(row)}
 
     def append(self, row: ResultRow | dict[str, Any]) -> None:
-        """One whole line, flushed and fsynced."""
-        line = as_row(row).to_json() + "\n"
-        with self.path.open("a") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        """One whole line, written and fsynced, or none of it: a write that fails (disk full, folder
+        made read-only) cuts the file back to its size before, then raises RowNotWritten."""
+        data = as_row(row)
+        try:
+            _append_whole(self.path, (data.to_json() + "\n").encode())
+        except OSError as exc:
+            raise RowNotWritten(self.path, data, exc) from None
+
+    def keep(self, row: ResultRow | dict[str, Any]) -> None:
+        """`append`, but a row that cannot be written is noted (`unwritten`), not raised, and no later
+        row is tried: a command prints every measured row, then says what was not written."""
+        if self.unwritten is not None:
+            self.unwritten.later += 1
+            return
+        try:
+            self.append(row)
+        except RowNotWritten as exc:
+            self.unwritten = exc
+
+
+class RowNotWritten(LongcaError):
+    """A measured row could not be appended to results.jsonl; the file is left as it was before it."""
+
+    def __init__(self, path: Path, row: ResultRow, exc: OSError) -> None:
+        self.path, self.row, self.later = path, row, 0
+        self.cause = exc.strerror or str(exc)
+        super().__init__(self.cause)
+
+    def __str__(self) -> str:
+        later = f" nor the {self.later} after it" if self.later else ""
+        measured = f", {self.row.ms_median:.4g} ms" if self.row.ms_median is not None else ""
+        what = f"{self.row.kernel} {self.row.mask} S={self.row.seqlen}, status {self.row.status}{measured}"
+        return (f"could not write to {self.path}: {self.cause}; the row of case {self.row.case_id} "
+                f"({what}){later} was not written, the file is as it was before it. Free space or make the "
+                f"folder writable, then --resume runs the cases not written")
+
+
+def _append_whole(path: Path, data: bytes) -> None:
+    """Append `data` with os.write until it is all written, fsync; on an error cut the file back."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):  # shrinking needs no space; a torn tail is moved aside on --resume
+                os.ftruncate(fd, size)
+            raise
+    finally:
+        os.close(fd)
 
 
 def ok_rows(rows: Iterable[ResultRow]) -> list[ResultRow]:

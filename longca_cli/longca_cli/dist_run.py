@@ -78,18 +78,23 @@ def dist_run(
     from longca_runner.cp.request import dist_run as resolve_run
     from longca_runner.measure import RunOptions
     from longca_runner.outdir import OutputFolder
+    from longca_runner.supervisor import check_timeout
 
     problem = problem_from(inner, mask, seqlen, heads, head_dim, batch, dtype, direction, device, sampler, seed,
                            mask_param, sampler_param, head_dim_v=head_dim_v, deterministic=deterministic)
-    asked = resolve_run(problem, strategy, parse_params(option, "--option"), nproc, backend)
+    check_timeout(timeout)
+    asked = resolve_run(problem, strategy, parse_params(option, "--option"), nproc, backend, timeout_s=timeout)
     run = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check)
     rank0 = int(os.environ.get("RANK", "0")) == 0
     with OutputFolder(output) if output and rank0 else contextlib.nullcontext() as folder:  # checked first
         writer = ResultsWriter(folder.results) if folder else None
         ordered = measure_cases(asked.problems, run, asked.backend, timeout or DEFAULT_TIMEOUT_S, timeout,
-                                on_row=lambda _, row: writer.append(row) if writer else None)
+                                on_row=lambda _, row: writer.keep(row) if writer else None)
     if not rank0:
         return
     _show(ordered, fmt)
+    if writer and writer.unwritten:
+        typer.echo(f"error: {writer.unwritten}", err=True)
+        raise typer.Exit(2)
     if any(row["status"] not in ("ok", "unsupported") for row in ordered):
         raise typer.Exit(1)

@@ -196,9 +196,13 @@ def run(
     with OutputFolder(output) if output else contextlib.nullcontext() as folder, Supervisor() as supervisor, \
             render.running(f"running {problem.kernel} {problem.mask} {problem.seqlen}", show=big):
         row = supervisor.run(problem, options, timeout)  # the output folder is checked and locked first
-        if folder:
-            ResultsWriter(folder.results).append(row)
+        writer = ResultsWriter(folder.results) if folder else None
+        if writer:
+            writer.keep(row)
     render.result_row(row, fmt)
+    if writer and writer.unwritten:
+        typer.echo(f"error: {writer.unwritten}", err=True)
+        raise typer.Exit(2)
     if row.status not in ("ok", "unsupported"):
         raise typer.Exit(1)
 

@@ -16,6 +16,9 @@ import torch.distributed as dist
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 _subgroups: dict[tuple[str, tuple[int, ...]], object] = {}
+# the collective timeout the group was started with (`launch.init_group`): subgroups get it too, since
+# torch gives a new group its own default (30 min on gloo, 10 on NCCL), not the world's
+_timeout: list = []
 _ledger: list[tuple[str, int, int]] | None = None
 
 
@@ -42,6 +45,11 @@ def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
+def set_timeout(timeout) -> None:
+    """The timeout (a timedelta) every subgroup made from now on gets: the world group's."""
+    _timeout[:] = [timeout]
+
+
 def group_ranks(group=None) -> list[int]:
     """Global ranks of a process group, in group-rank order."""
     return list(dist.get_process_group_ranks(group or dist.group.WORLD))
@@ -51,7 +59,8 @@ def subgroup(ranks: Sequence[int], backend: str | None = None):
     """The process group of these global ranks (created once; only members may call this)."""
     key = (backend or dist.get_backend(), tuple(ranks))
     if key not in _subgroups:
-        _subgroups[key] = dist.new_group(list(ranks), backend=backend, use_local_synchronization=True)
+        _subgroups[key] = dist.new_group(list(ranks), backend=backend, use_local_synchronization=True,
+                                         timeout=_timeout[0] if _timeout else None)
     return _subgroups[key]
 
 

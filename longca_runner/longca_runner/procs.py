@@ -117,6 +117,25 @@ def requests(conn: Any) -> Iterator[Any]:
         yield message
 
 
+def tell(conn: Any, message: Any) -> None:
+    """A worker's send to its supervisor; when the supervisor is gone (SIGTERM, kill) the worker ends
+    quietly here instead of printing a BrokenPipeError traceback."""
+    try:
+        conn.send(message)
+    except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+        os._exit(0)
+
+
+def send_case(conn: Any, message: Any) -> bool:
+    """A supervisor's send to a worker; False when the worker is gone (ended by SIGTERM or a kill
+    between cases), so the caller starts a fresh one instead of failing with BrokenPipeError."""
+    try:
+        conn.send(message)
+    except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+        return False
+    return True
+
+
 def kill_tree(process: Any) -> None:
     """SIGKILL a worker's process group (it and what it started), then reap it."""
     pid = getattr(process, "pid", None)

@@ -47,7 +47,8 @@ def check_timeout(value: float | None) -> None:
 
 
 def default_timeout(problem: Problem, options: RunOptions) -> float:
-    """Seconds a case may take: a fixed allowance plus its calls at a slow kernel's speed.
+    """Seconds a case may take until its estimate is known (`longca_runner.estimate`: single-GPU cases send it
+    once their mask is drawn; CP cases keep this): a fixed allowance plus its calls at a slow kernel's speed.
 
     The FLOPs are those of the full S x S problem (no mask: an upper bound); calls are warm-up,
     timed, the first and peak-memory calls, and the reference check counted as three more."""
@@ -62,14 +63,15 @@ def _serve(conn, parent_pid: int, environ: dict[str, str]) -> None:
     warnlog.from_env()  # library warnings to the run's log file, where the parent asked for one
     for _, fields, options in procs.requests(conn):
         try:
-            row = measure_case(Problem(**fields), RunOptions(**options), lambda name: conn.send(("phase", name)))
-            conn.send(("row", row.model_dump()))
+            row = measure_case(Problem(**fields), RunOptions(**options), lambda name: procs.tell(conn, ("phase", name)),
+                               on_estimate=lambda seconds: procs.tell(conn, ("deadline", seconds)))
+            procs.tell(conn, ("row", row.model_dump()))
         except LongcaError as exc:
-            conn.send(("input", str(exc)))
+            procs.tell(conn, ("input", str(exc)))
 
 
 def measure_case(problem: Problem, options: RunOptions, on_phase: Callable[[str], None] = lambda name: None,
-                 registry: Any = None) -> ResultRow:
+                 registry: Any = None, on_estimate: Callable[[float], None] | None = None) -> ResultRow:
     """One case in this process as a worker measures it: the row, the GPU's state around its timed
     calls (`longca_runner.gpustate`) and, where it ran, the kernel's caveat."""
     from longca_runner import gpustate, integrity
@@ -81,7 +83,7 @@ def measure_case(problem: Problem, options: RunOptions, on_phase: Callable[[str]
         recorder.on_phase(name)
         on_phase(name)
 
-    row = recorder.finish(run_problem(problem, options, registry, Phases(heard)))
+    row = recorder.finish(run_problem(problem, options, registry, Phases(heard, on_estimate)))
     if row.backend:  # it ran: what its number must be read with
         row.caveat = integrity.caveat_of(problem, registry)
     return row
@@ -120,9 +122,11 @@ class Supervisor:
     def _run(self, problem: Problem, options: RunOptions, timeout_s: float | None) -> ResultRow:
         check_timeout(timeout_s)
         deadline_s = timeout_s or default_timeout(problem, options)
-        if self._process is None or not self._process.is_alive():
+        case = ("case", asdict(problem), asdict(options))
+        if self._process is None or not self._process.is_alive() or not procs.send_case(self._conn, case):
+            self._stop()  # none yet, or ended between cases (SIGTERM, a kill): a fresh worker
             self._start()
-        self._conn.send(("case", asdict(problem), asdict(options)))
+            self._conn.send(case)
         started = time.monotonic()
         phase = "start"
         while True:
@@ -145,6 +149,8 @@ class Supervisor:
                 phase = payload
                 if self.clock:
                     self.clock.enter(phase)
+            elif kind == "deadline":  # the case's estimate (longca_runner.estimate) sets the default deadline
+                deadline_s = timeout_s or payload
             elif kind == "input":
                 raise LongcaError(payload)
             else:

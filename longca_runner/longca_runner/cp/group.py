@@ -25,6 +25,8 @@ from longca.results import ResultRow, new_row
 from longca_runner import procs
 from longca_runner.measure import RunOptions, failure_reason, failure_status
 
+from . import hung
+
 log = logging.getLogger(__name__)
 
 GRACE_S = 3.0  # after a first failure, how long the other ranks may take to report theirs
@@ -58,19 +60,20 @@ def _rank_main(rank: int, world: int, store: str, backend: str, device: str, con
     from longca_runner.cp.measure import measure_rank
     from longca_runner.measure import Phases
 
+    hung.watch(hung.where_file(os.path.dirname(store), rank))  # where this rank is, for naming a hung one
     if not device.startswith("cuda"):
         torch.set_num_threads(threads)
-    phases = Phases(lambda name: conn.send(("phase", name)))
+    phases = Phases(lambda name: procs.tell(conn, ("phase", name)))
     phases("group start")
     local_device = init_group(backend, device, rank, world, f"file://{store}", collective_timeout_s)
     for _, fields, options, run_fields in procs.requests(conn):
         try:
             row = measure_rank(Problem(**{**fields, "device": local_device}), options, RunOptions(**run_fields),
                                phases=phases)
-            conn.send(("done", row.model_dump() if row is not None else None))
+            procs.tell(conn, ("done", row.model_dump() if row is not None else None))
         except BaseException as exc:  # noqa: BLE001 - the supervisor builds the row from every rank (SIGINT is ignored here)
-            conn.send(("failed", {"reason": failure_reason(exc), "status": failure_status(exc),
-                                  "phase": phases.current, "at": time.time()}))
+            procs.tell(conn, ("failed", {"reason": failure_reason(exc), "status": failure_status(exc),
+                                         "phase": phases.current, "at": time.time()}))
 
 
 class RankGroup:
@@ -111,12 +114,14 @@ class RankGroup:
     def run(self, problem: Problem, run: RunOptions, timeout_s: float,
             options: dict | None = None) -> ResultRow:
         """One case; `options` are the resolved strategy options (default: the problem's own)."""
-        if not self._ranks:
-            self._start()
         options = dict(problem.strategy_options if options is None else options)
         message = ("case", asdict(problem), options, asdict(run))
-        for conn in self._conns:
-            conn.send(message)
+        if not self._ranks or not all(p.is_alive() for p in self._ranks) \
+                or not all(procs.send_case(conn, message) for conn in self._conns):
+            self.close()  # none yet, or a rank ended between cases (SIGTERM, a kill): a fresh group
+            self._start()
+            for conn in self._conns:
+                conn.send(message)
         started = time.monotonic()
         deadline = started + timeout_s
         phases: dict[int, str] = {r: "start" for r in range(self.world)}
@@ -148,19 +153,36 @@ class RankGroup:
                     reason = payload["reason"]
                     failures[rank] = RankFailure(rank, reason, payload["status"], payload["phase"], payload["at"],
                                                  echo=any(word in reason.lower() for word in ECHOES))
+        states = self._where([r for r in range(self.world) if r not in done and r not in failures])
         if failures:
             self.close()
-            return self._failed_row(problem, failures)
+            return self._failed_row(problem, failures, states, phases)
         if len(done) < self.world:
             self.close()
             where = ", ".join(f"rank {r}: {p}" for r, p in sorted(phases.items()) if r not in done)
-            log.warning("CP case %s timed out (%s)", problem.strategy, where)
-            return new_row(problem, status="timeout", phase=phases[min(set(phases) - set(done))],
-                           reason=f"no answer after {timeout_s:.0f} s ({where}); the group was torn down and "
-                                  f"a fresh one runs the next case")
+            stuck = hung.hung(states)
+            named = f"; {hung.describe(states, stuck)}" if stuck else "; every rank waited on a collective"
+            log.warning("CP case %s timed out (%s%s)", problem.strategy, where, named)
+            return new_row(problem, status="timeout", phase=phases[stuck[0] if stuck else min(states)],
+                           failed_rank=stuck[0] if stuck else None,
+                           reason=f"no answer after {timeout_s:.0f} s ({where}){named}; the group was torn down "
+                                  f"and a fresh one runs the next case"[:1000])
         return ResultRow.model_validate(done[0])
 
-    def _failed_row(self, problem: Problem, failures: dict[int, RankFailure]) -> ResultRow:
+    def _where(self, ranks: list[int]) -> dict[int, dict]:
+        """Where each of `ranks` (those that neither finished nor failed) is now (`longca_runner.cp.hung`)."""
+        return {r: hung.read(hung.where_file(self._tmp, r)) for r in ranks} if self._tmp else {}
+
+    def _failed_row(self, problem: Problem, failures: dict[int, RankFailure], states: dict[int, dict],
+                    phases: dict[int, str]) -> ResultRow:
+        stuck = hung.hung(states)
+        if stuck and all(f.echo for f in failures.values()):  # the others' collectives timed out waiting for it
+            echoes = "; ".join(f"rank {f.rank}: {f.reason}" for f in sorted(failures.values(), key=lambda f: f.rank))
+            reason = (f"rank {stuck[0]} hung (phase: {phases[stuck[0]]}): {hung.describe(states, stuck)}; "
+                      f"the others' collectives timed out waiting for it (then {echoes})")
+            log.warning("CP case %s: %s", problem.strategy, reason)
+            return new_row(problem, status="timeout", phase=phases[stuck[0]], failed_rank=stuck[0],
+                           reason=reason[:1000])
         first = min(failures.values(), key=RankFailure.key)
         others = "; ".join(f"rank {f.rank}: {f.reason}" for f in sorted(failures.values(), key=lambda f: f.rank)
                            if f is not first)

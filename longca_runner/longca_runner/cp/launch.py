@@ -36,6 +36,9 @@ def init_group(backend: str, device: str, rank: int | None = None, world_size: i
         if rank is not None:  # else from the environment (torchrun)
             extra.update(rank=rank, world_size=world_size)
         dist.init_process_group(backend, init_method=init_method, timeout=timedelta(seconds=timeout_s), **extra)
+        from longca_cp.comm import set_timeout
+
+        set_timeout(timedelta(seconds=timeout_s))  # subgroups time out as the world group does
     return device
 
 

@@ -77,10 +77,11 @@ class DistRun:
 
 
 def dist_run(problem: Problem, strategies: str, given: dict[str, Any], nproc: int | None = None,
-             backend: str | None = None, registry: Registry | None = None) -> DistRun:
+             backend: str | None = None, registry: Registry | None = None, timeout_s: float | None = None) -> DistRun:
     """`problem` (its kernel the inner one) under each of `strategies`, at the world size asked for.
 
-    Unknown options are input errors here; defaults are filled where the case runs."""
+    Unknown options are input errors here (a resolve_options() call bounded by `timeout_s`, else the
+    hook limit); defaults are filled where the case runs."""
     registry = registry or get_registry()
     world = world_size(nproc)
     chosen = backend_for(backend, problem.device, world)
@@ -89,6 +90,6 @@ def dist_run(problem: Problem, strategies: str, given: dict[str, Any], nproc: in
     for name in names:
         cp = problem.with_(strategy=name, world_size=world)
         options = options_for(name, given, names, registry)
-        check_options(cp, options, registry)
+        check_options(cp, options, registry, timeout_s)
         problems.append(cp.with_(strategy_options=options))
     return DistRun(problems, chosen)

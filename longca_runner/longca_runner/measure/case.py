@@ -113,6 +113,19 @@ def _refused(spec: KernelSpec, problem: Problem, options: RunOptions, registry: 
     return False
 
 
+def too_slow(problem: Problem, mask, options: RunOptions, samples: int, phases: Phases) -> str | None:
+    """Why the case cannot finish on this machine (`longca_runner.estimate`), or None; the supervisor hears
+    the default deadline that follows from the estimate."""
+    from .. import estimate
+
+    phases("estimate")
+    found = estimate.estimate(problem, mask.area, options, samples)
+    if found is None:  # no matmul could be timed here: the case's own calls will say why
+        return None
+    phases.estimated(found.deadline_s)
+    return estimate.refusal(found)
+
+
 def interrupted_by_user(exc: BaseException) -> bool:
     """A KeyboardInterrupt that Ctrl-C can have sent: it ends the run. In workers and ranks SIGINT
     is ignored (`procs.become_worker`), so there one can only come from the kernel: a row."""
@@ -145,9 +158,11 @@ def run_problem(problem: Problem, options: RunOptions | None = None,
     if _refused(spec, problem, options, registry, row, phases):
         return row
     samples = []
-    for sample in range(n_samples(problem, options, registry)):
+    draws = n_samples(problem, options, registry)
+    for sample in range(draws):
         mask = mask_of(problem, sample, registry, phases)
-        refusal = mask_refusal(spec, problem, mask, phases)
+        refusal = mask_refusal(spec, problem, mask, phases) or (too_slow(problem, mask, options, draws, phases)
+                                                                  if sample == 0 else None)
         if refusal:
             row.status, row.reason = "unsupported", refusal
             return row

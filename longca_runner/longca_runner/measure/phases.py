@@ -11,14 +11,21 @@ from collections.abc import Callable
 class Phases:
     """`phases("timing")` records the stage and tells the listener (a worker forwards it to its supervisor)."""
 
-    def __init__(self, listener: Callable[[str], None] | None = None) -> None:
+    def __init__(self, listener: Callable[[str], None] | None = None,
+                 on_estimate: Callable[[float], None] | None = None) -> None:
         self.listener = listener
+        self.on_estimate = on_estimate  # hears the case's default deadline (`longca_runner.estimate`) once it is known
         self.current: str | None = None
 
     def __call__(self, name: str) -> None:
         self.current = name
         if self.listener is not None:
             self.listener(name)
+
+    def estimated(self, deadline_s: float) -> None:
+        """The case's default deadline from its estimate, for the supervisor."""
+        if self.on_estimate is not None:
+            self.on_estimate(deadline_s)
 
 
 # where a run's minutes go (runs.jsonl `phases_s`, the report's header): each phase a case names

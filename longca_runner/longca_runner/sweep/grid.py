@@ -62,7 +62,7 @@ def expand(spec: SweepSpec, registry: Registry | None = None) -> list[Problem]:
     for problem in cases:
         check_mask_params(problem, registry)
         if problem.strategy:
-            check_options(problem, problem.strategy_options, registry)
+            check_options(problem, problem.strategy_options, registry, spec.case_timeout)
     return cases
 
 
