@@ -19,6 +19,8 @@ from typing import Any
 
 from longca.flops import problem_flops
 
+from .timing import MIN_REPEAT
+
 FASTEST = 2.0  # no kernel runs faster than twice the tiny calibration matmul (a small shape under-reads the peak)
 SLACK = 40.0  # the deadline allows SLACK x the fastest time: a kernel at FASTEST/SLACK = 5 % of the matmul rate
 BASE_S = 120.0  # start-up, JIT compilation, autotuning
@@ -79,7 +81,8 @@ def estimate(problem: Any, area: float, options: Any, samples: int | None = None
         return None
     flops = problem_flops(problem, area) / max(1, problem.world_size)
     draws = options.samples if samples is None else samples
-    calls = (options.warmup + options.repeat + 2) * draws
+    # an adaptive count (repeat None) makes at least MIN_REPEAT timed calls: the lower bound counts those
+    calls = (options.warmup + (options.repeat or MIN_REPEAT) + 2) * draws
     checks = 3 if options.check else 0
     return Estimate(flops, calls, rate, calls * flops / (FASTEST * rate), checks)
 
