@@ -90,6 +90,16 @@ def out_of_range(bands: list[dict[str, Any]], cls: str, world: int, gpus_per_nod
     return f"world size {world} lies between the validated {below} and {above}"
 
 
+def nearest_band(bands: list[dict[str, Any]], cls: str, world: int, gpus_per_node: int) -> dict[str, Any] | None:
+    """The validated regime of this mask class nearest to a case none holds (the same node count first, then the
+    world size range nearest by ratio): what a warning about its first choice rests on."""
+    mine = [b for b in bands if b["mask_class"] == cls]
+    same = [b for b in mine if b["multi_node"] == (world > gpus_per_node)] or mine
+    if not same:
+        return None
+    return min(same, key=lambda b: max(b["worlds"][0] / world, world / b["worlds"][1], 1.0))
+
+
 def worst_strategy(band: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """The strategy whose predictions the regime's validation data contradict most (largest median abs error),
     where the regime validated more than one."""
@@ -305,10 +315,17 @@ def recommend(setting: Setting, pricings: dict[str, Pricing | None], topology: T
         # a near-tie: within the validation error of the regime (never claimed where it was never validated)
         line.tie = (i > 1 and line.error_pct is not None and best.error_pct is not None
                     and line.step_ms <= best.step_ms * (1 + max(best.error_pct, line.error_pct) / 100))
-    worst = worst_strategy(band) if band else None
-    if band and ok and worst and ok[0].strategy == worst[0]:
+    # the regime, or where none holds the case the nearest validated one (not on a GPU excluded from the claims)
+    basis = band or (None if topology.name in UNVALIDATED_GPUS
+                     else nearest_band(bands, cls, setting.gpus, topology.gpus_per_node))
+    worst = worst_strategy(basis) if basis else None
+    if basis and ok and worst and ok[0].strategy == worst[0]:
+        where = ("this regime" if band else
+                 f"the nearest validated regime ({basis['worlds'][0]}-{basis['worlds'][1]} GPUs)")
         ok[0].warnings.append(
-            f"#1 is {worst[0]}, the strategy whose predictions the validation data of this regime contradict most: "
-            f"median |error| {worst[1]['median_abs_err_pct']:.0f} % over {worst[1]['cells']} cells ({band['source']}; "
-            f"the regime's other strategies are predicted better)")
+            f"#1 is {worst[0]}, the strategy whose predictions the validation data of {where} contradict most: "
+            f"median |error| {worst[1]['median_abs_err_pct']:.0f} % over {worst[1]['cells']} cells "
+            f"({basis['source']}; its other strategies are predicted better)")
+    for ln in lines:  # the refused ones too: the request's regime is theirs
+        ln.regime = ln.regime or regime
     return ok + [ln for ln in lines if ln.status != "ok"]

@@ -89,6 +89,17 @@ def test_out_of_range_lines_claim_no_band_and_no_tie(monkeypatch):
     assert "world size 8 is 4x beyond the largest validated, 2" in ok[0].regime
 
 
+def test_out_of_range_the_warning_rests_on_the_nearest_validated_regime(monkeypatch):
+    # 8 GPUs on one node, the 8-GPU regime gone: the nearest one-node regime is 1-2 GPUs, with one strategy only
+    assert rec.nearest_band(BANDS[:1] + BANDS[2:], "document", 8, 8) is BANDS[0]
+    assert rec.nearest_band(BANDS, "document", 128, 8) is BANDS[2]
+    assert rec.nearest_band(BANDS, "other", 8, 8) is None
+    wide = {**BANDS[1], "worlds": [4, 4]}  # the nearest (4 GPUs) names ulysses the worst
+    ok = _lines(monkeypatch, [BANDS[0], wide, BANDS[2]])
+    assert ok[0].strategy == "ulysses" and ok[0].error_pct is None
+    assert ok[0].warnings and "the nearest validated regime (4-4 GPUs)" in ok[0].warnings[0]
+
+
 def test_the_command_prints_the_warning_under_its_header(monkeypatch):
     from typer.testing import CliRunner
 
