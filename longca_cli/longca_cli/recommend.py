@@ -71,10 +71,12 @@ def recommend(
         return
     regime = next((ln.regime for ln in lines if ln.regime), "")
     typer.echo(f"{mask}, {seqlen} tokens on {gpus} GPUs ({gpus_per_node} per node, {topo.name}), heads {heads}, "
-               f"d{head_dim}, {dtype}: predicted by longca simulate (docs/cp-simulator.md); ±% is the out-of-sample "
-               f"error of the regime ({regime}; n/v: never validated); basis 'model' = no "
+               f"d{head_dim}, {dtype}: predicted by longca simulate (docs/cp-simulator.md); ±% bounds the "
+               f"out-of-sample errors of the regime ({regime}; n/v: not validated); basis 'model' = no "
                f"measured row of that case")
     ok = [ln for ln in lines if ln.status == "ok"][:top]
+    for warning in (ok[0].warnings if ok else []):
+        typer.echo(f"warning: {warning}")
     typer.echo(render.table([_cells(ln) for ln in ok], COLUMNS))
     refused = [ln for ln in lines if ln.status != "ok"]
     if refused:

@@ -46,7 +46,7 @@ from longca.problem import Problem
 from longca_cp.calls import CallTable
 from longca_cp.schedule import ELEMENT_BYTES, CommOp
 
-from .costmodel import FLOORS, TILE, KernelFit, _slice_work, table_features
+from .costmodel import FLOORS, TILE, KernelFit, _slice_work, call_shapes, empty_of, grid_empty_blocks, table_features
 
 # bytes moved per byte of a tensor: `fa_varlen_thd_unpad` (torch.gather: read + write) and `fa_varlen_thd_pad`
 # (torch.zeros of the padded shape: write; scatter_: read + write)
@@ -75,6 +75,23 @@ BACKENDS = ("fa3", "te")
 TE_RING_BASELINES = ("ring-p2p", "usp", "loongtrain")
 
 
+def source_gather_segments(lengths: np.ndarray, world: int, rank: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The source's two FA3 Ring All-Gather calls of `rank` (`FA3RingAGAttnFunc`), per half (chunk `rank`, then
+    `2W - 1 - rank`): every document's query rows and keys, as `get_cu_seqlens_on_cp_rank` and
+    `generate_cu_seqlens_kv_ag_causal` compute them, each document padded to a multiple of 2W
+    (`shard.get_pad_factor`); a document with no query row or no key stays in the batch at length zero
+    (`generate_valid_cu_seqlens`)."""
+    n = np.asarray(lengths, dtype=np.int64)
+    piece = -(-n // (2 * world))
+    out = []
+    for chunk in (rank, 2 * world - 1 - rank):
+        q = np.clip(n - chunk * piece, 0, piece)
+        k = np.minimum(n, piece * (chunk + 1))
+        valid = (q > 0) & (k > 0)
+        out.append((np.where(valid, q, 0), np.where(valid, k, 0)))
+    return out
+
+
 def te_repeat_units(group: int) -> tuple[int, int, int]:
     """TE path, in units of the K (or dK) of the call's keys at its KV heads, for K and V (dK and dV) together:
     `repeat_interleave` to the query heads (read 1, write `group`), the MHA-shaped dK and dV the kernel writes
@@ -93,6 +110,13 @@ class PublishedBaselines:
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ValueError(f"published-baselines backend {self.backend!r}: one of {', '.join(BACKENDS)}")
+
+    @property
+    def empty_blocks_priced(self) -> bool:
+        """Whether the empty blocks of the backward's launch grid (`costmodel.EMPTY_GRID_KERNELS`) are priced: on
+        the FA3 path, whose kernel launches them (read from its code); not on the TE path, whose cuDNN kernel's
+        grid longca has neither read nor measured, so its calls are priced without them."""
+        return self.backend == "fa3"
 
     def call_ms(self, problem: Problem, rows: np.ndarray, keys: np.ndarray, heads_q: int, heads_kv: int,
                 hbm_bytes_per_ms: float) -> tuple[np.ndarray, np.ndarray]:
@@ -130,8 +154,8 @@ class PublishedBaselines:
         return [replace(op, nbytes=op.nbytes * size // 4, what=f"dk,dv ({problem.dtype})")
                 if op.kind == "reduce_scatter" else op for op in ops]
 
-    def gather_backward_kernel_ms(self, table: CallTable, buf: np.ndarray, ranks: int, heads_q: int,
-                                  fit: KernelFit) -> np.ndarray:
+    def gather_backward_kernel_ms(self, table: CallTable, buf: np.ndarray, ranks: np.ndarray, heads_q: int,
+                                  fit: KernelFit, lengths: np.ndarray, world: int) -> np.ndarray:
         """Per rank (calls of rank b: `buf == b`), the change in Ring All-Gather's backward kernel time when its
         calls are priced as the source makes them: `GATHER_CALLS` calls, and each priced by key blocks. The
         backward of FlashAttention-style kernels runs one thread block per key block of 128 (FA3 and TE's cuDNN
@@ -140,9 +164,21 @@ class PublishedBaselines:
         and floor terms were fitted on one-GPU rows whose segments have as many keys as queries, where a row
         block and a key block are the same count; the gathered calls have a few queries of each document
         against every key of its prefix, so here those terms are counted per key block instead. Nothing is
-        refitted: the same coefficients, attributed to the unit the backward kernel launches."""
+        refitted: the same coefficients, attributed to the unit the backward kernel launches.
+
+        And the empty blocks of the backward's launch grid (`costmodel.EMPTY_GRID_KERNELS`) are the source's two
+        calls', every document of the pack in each (`source_gather_segments`; `lengths` the documents, `ranks`
+        the global ranks of the pass), in place of longca's own call's that the plain price counts; on the TE
+        path none (`empty_blocks_priced`)."""
+        count = len(ranks)
+        grid: np.ndarray = np.zeros(count)
+        if self.empty_blocks_priced:
+            source = np.array([sum(grid_empty_blocks(q, k, heads_q)
+                                   for q, k in source_gather_segments(lengths, world, int(rank))) for rank in ranks])
+            own = np.bincount(buf, weights=empty_of(call_shapes(table), heads_q), minlength=count)
+            grid = fit.empty_block_ms * (source - own)
         if not len(table):
-            return np.zeros(ranks)
+            return grid
         by_rows = fit.price(table_features(table, heads_q))
         s = table.slices
         lk = (s[:, 3] - s[:, 2]).astype(float)
@@ -155,6 +191,6 @@ class PublishedBaselines:
         feats[:, 1] = np.add.reduceat(nk, first) * heads_q
         feats[:, 6:] = np.add.reduceat(np.column_stack(floors), first, axis=0) * heads_q
         by_keys = fit.price(feats)
-        calls = np.bincount(buf, minlength=ranks)
-        return (np.bincount(buf, weights=by_keys - by_rows, minlength=ranks)
-                + np.maximum(0, GATHER_CALLS - calls) * fit.launch_ms)
+        calls = np.bincount(buf, minlength=count)
+        return (np.bincount(buf, weights=by_keys - by_rows, minlength=count)
+                + np.maximum(0, GATHER_CALLS - calls) * fit.launch_ms + grid)

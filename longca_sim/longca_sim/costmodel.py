@@ -51,6 +51,16 @@ NAMES = ("launch_ms", "row_ms", "tile_ms", "segment_ms", "diagonal_ms", "token_m
 # block hides under its tiles). Each is a feature column: the work a slice falls short of that floor.
 FLOORS = ("tile", "rows 2", "rows 4", "rows 8")
 FEATURES = (*NAMES, *(f"floor {f}" for f in FLOORS))
+# Kernels whose varlen backward launches one thread block per (key block of TILE keys, query head, segment) over
+# the longest segment's keys (`max_seqlen_k`), a block past its own segment's keys exiting at once: launched, never
+# working. A call whose segments differ in key length pays for those empty blocks, which none of the tile model's
+# terms counts (its forward, a persistent scheduler over valid tiles only, does not). Read from flash-attention
+# at 0251105a; their coefficient (`KernelFit.empty_block_ms`) is fitted on the kernel's own one-GPU rows.
+EMPTY_GRID_KERNELS = {
+    "fa2": "csrc/flash_attn/src/flash_bwd_launch_template.h: grid_n(ceil(max_seqlen_k / kBlockN), b, h)",
+    "fa3": "hopper/flash_bwd_launch_template.h: SingleTileScheduler, grid (ceil(max_seqlen_k / 128), h, b); "
+           "tile_scheduler.hpp: a block past its segment's keys is not valid",
+}
 
 
 def slice_features(slices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -108,15 +118,18 @@ def table_features(table: CallTable, heads: int) -> np.ndarray:
 
 
 def call_shapes(table: CallTable) -> np.ndarray:
-    """(calls, 3): shortest and longest query run of a slice (a varlen segment) and the slice count of every
-    call of a table: what `KernelFit.inside` checks against the measured rows' ranges."""
+    """(calls, 5): shortest and longest query run of a slice (a varlen segment) and the slice count of every
+    call of a table: what `KernelFit.inside` checks against the measured rows' ranges; then the most key blocks
+    (of TILE) of a slice and their sum over the call's slices, what `empty_of` counts a backward's grid from."""
     if not len(table):
-        return np.zeros((0, 3))
+        return np.zeros((0, 5))
     s = sl.as_array(table.slices)
     lq = (s[:, 1] - s[:, 0]).astype(float)
+    nb = -(-(s[:, 3] - s[:, 2]).astype(np.int64) // TILE)
     first = table.start[:-1]
     return np.column_stack([np.minimum.reduceat(lq, first), np.maximum.reduceat(lq, first),
-                            np.diff(table.start).astype(float)])
+                            np.diff(table.start).astype(float), np.maximum.reduceat(nb, first).astype(float),
+                            np.add.reduceat(nb, first).astype(float)])
 
 
 @dataclass
@@ -143,6 +156,9 @@ class KernelFit:
     segment_len_range: tuple[float, ...] = ()
     segment_count_range: tuple[float, ...] = ()
     floor: str = "tile"  # the least work a row block is priced at (FLOORS); fit files before it: "tile"
+    # ms per empty thread block of the backward's launch grid (EMPTY_GRID_KERNELS; `empty_blocks`), fitted on the
+    # residuals of the kernel's own one-GPU rows (`_fit_empty`); 0 for other kernels and older fit files
+    empty_block_ms: float = 0.0
 
     @property
     def coef(self) -> np.ndarray:
@@ -179,6 +195,40 @@ DECLARED_SPEEDS: dict[str, dict[str, Any]] = {
                   "(heads, batch); the published B200 CP baselines ran cuDNN, which FlashAttention-4's paper "
                   "(arXiv 2603.05451) reports up to 1.3x slower than FA4: both make the declared speed an upper bound"},
 }
+
+
+def empty_of(shapes: np.ndarray, heads: int) -> np.ndarray:
+    """Per call (its `call_shapes`), the empty thread blocks of an EMPTY_GRID_KERNELS backward launched over it,
+    one segment per slice: heads x (segments x key blocks of the longest segment - key blocks of every segment)."""
+    return heads * (shapes[:, 2] * shapes[:, 3] - shapes[:, 4])
+
+
+def empty_blocks(table: CallTable, heads: int) -> np.ndarray:
+    """`empty_of` the calls of a table."""
+    return empty_of(call_shapes(table), heads)
+
+
+def grid_empty_blocks(q_lens: np.ndarray, k_lens: np.ndarray, heads: int) -> float:
+    """`empty_blocks` of one varlen call given its segments' query and key lengths, as a caller that keeps
+    zero-length segments in the batch makes it (they launch blocks too)."""
+    q, k = np.asarray(q_lens, dtype=np.int64), np.asarray(k_lens, dtype=np.int64)
+    nb = np.where((q > 0) & (k > 0), -(-k // TILE), 0)
+    return float(heads * (len(nb) * nb.max() - nb.sum())) if len(nb) else 0.0
+
+
+def _fit_empty(empty: np.ndarray, t: np.ndarray, pred: np.ndarray) -> tuple[float, dict[str, Any]]:
+    """The one coefficient of the empty blocks, on the residuals of the chosen form (its coefficients kept):
+    least squares on relative error, non-negative; and the error of the rows that have empty blocks, before
+    and after."""
+    has = empty > 0
+    if not has.any():
+        return 0.0, {"rows": 0}
+    a, r = empty[has] / t[has], (t[has] - pred[has]) / t[has]
+    coef = max(0.0, float(a @ r / (a @ a)))
+    before = 100 * np.abs(pred[has] - t[has]) / t[has]
+    after = 100 * np.abs(pred[has] + coef * empty[has] - t[has]) / t[has]
+    return coef, {"rows": int(has.sum()), "median_err_pct_before": float(np.median(before)),
+                  "median_err_pct_after": float(np.median(after))}
 
 
 def declared_fit(fit: KernelFit, gpu: str) -> KernelFit:
@@ -290,12 +340,14 @@ def row_features(row: dict[str, Any], registry=None) -> np.ndarray:
     problem = Problem(kernel=row["kernel"], mask=row["mask"], seqlen=row["seqlen"], heads_q=row["heads_q"],
                       heads_kv=row["heads_kv"], head_dim=row["head_dim"], sampler=row.get("sampler") or "auto",
                       seed=row.get("seed") or 0, mask_params=row.get("mask_params") or {})
-    feats, shapes = [], []
+    feats, shapes, empty = [], [], []
     for sample in range(max(1, row.get("samples") or 1)):
         mask = build_mask(problem, sample, registry)
         table = pair_table(mask.static_slices(), [(0, problem.seqlen)], [(0, problem.seqlen)])
         feats.append(table_features(table, problem.heads_q).sum(axis=0))
         shapes.append(call_shapes(table)[0])
+        empty.append(empty_blocks(table, problem.heads_q).sum())
+    row["_empty"] = float(np.mean(empty))
     row["_shape"] = [min(s[0] for s in shapes), max(s[1] for s in shapes), min(s[2] for s in shapes),
                      max(s[2] for s in shapes)]
     return np.mean(feats, axis=0)
@@ -309,7 +361,8 @@ def segment_items(rows: Iterable[dict[str, Any]]) -> list[tuple[str, str, np.nda
         table = pair_table(row["slices"], [(0, row["q_len"])], [(0, row["k_len"])])
         shape = call_shapes(table)[0]
         meta = {"mask": f"segments:{row.get('kind')}", "seqlen": row["q_len"], "id": row.get("id"),
-                "_shape": [shape[0], shape[1], shape[2], shape[2]]}
+                "_shape": [shape[0], shape[1], shape[2], shape[2]],
+                "_empty": float(empty_blocks(table, row["heads_q"]).sum())}
         out.append((row["kernel"], row["direction"], table_features(table, row["heads_q"]).sum(axis=0),
                     float(row["ms_median"]), meta))
     return out
@@ -341,10 +394,14 @@ def fit_rows(rows: Iterable[dict[str, Any]], registry=None,
         residuals = [{"mask": r["mask"], "seqlen": r["seqlen"], "measured_ms": ms, "model_ms": float(p),
                       "err_pct": float(e)} for (_, ms, r), p, e in zip(items, pred, err, strict=True)]
         launch_ms, row_ms, tile_ms, segment_ms, diagonal_ms, token_ms = (float(c) for c in coef)
+        empty_ms = 0.0
+        if direction == "bwd" and kernel in EMPTY_GRID_KERNELS:
+            empty_ms, selection["empty_blocks"] = _fit_empty(np.array([r.get("_empty", 0.0) for _, _, r in items]),
+                                                             t, pred)
         fits.setdefault(kernel, {})[direction] = KernelFit(
             kernel, direction, launch_ms, row_ms, tile_ms, segment_ms, len(items), float(np.median(np.abs(err))),
             float(np.max(np.abs(err))), (float(x[:, 2].min()), float(x[:, 2].max())), residuals, diagonal_ms,
-            selection, token_ms, *_shape_ranges(items, short), floor=selection["floor"])
+            selection, token_ms, *_shape_ranges(items, short), floor=selection["floor"], empty_block_ms=empty_ms)
     return fits
 
 

@@ -3,9 +3,12 @@
 Candidates: every inner kernel the fit file prices (measured one-GPU rows) and every strategy with
 its option variants (layouts; USP's Ulysses degree and LoongTrain's head degree and windows, kept
 inside a node). Each is simulated over the same mask draws, ranked by predicted fwd+bwd step time
-of the slowest rank. Each line's band is the out-of-sample error of its regime (mask class x world
-size x one node or several, docs/cp-simulator/validation-*.md); a line within that band of the best
-is a near-tie, and a regime never validated says so. Flags: KV heads replicated by the head split,
+of the slowest rank. Each line's band is an interval from the out-of-sample errors of its regime (mask class x
+world size x one node or several, docs/cp-simulator/validation-*.md): the quantile of their abs errors the
+bands file names (80 %), not their median; a line within that band of the best is a near-tie. A request no
+validated regime covers says how far out of the validated range it is, and claims no near-ties. When the first
+choice's strategy is the one whose predictions the validation data contradict most in that regime (the largest
+median abs error of its strategies), a warning names it and its error. Flags: KV heads replicated by the head split,
 an all-to-all across nodes, modelled memory above the GPU's. Refusals (heads that
 do not divide, lengths a layout cannot split, modelled memory above the GPU's) are listed with the
 reason. A line rests on measured rows when a results folder holds the same case measured; else
@@ -59,6 +62,68 @@ def regime_band(bands: list[dict[str, Any]], cls: str, world: int, gpus_per_node
     return None
 
 
+# GPUs whose published figures are excluded from the validation claims (docs/cp-simulator.md section 3): the
+# source ran kernels there that longca has no rows of, so no band is claimed on them
+UNVALIDATED_GPUS = {"b200": "B200 is excluded from the validation claims: its published runs used TransformerEngine's "
+                            "cuDNN kernels, which longca has no B200 rows to price (a declared FA4 speed instead)"}
+
+
+def out_of_range(bands: list[dict[str, Any]], cls: str, world: int, gpus_per_node: int) -> str:
+    """How far a case no validated regime holds lies from the validated ones of its mask class."""
+    mine = [b for b in bands if b["mask_class"] == cls]
+    if not mine:
+        return f"mask class {cls} was never validated"
+    multi = world > gpus_per_node
+    same = [b for b in mine if b["multi_node"] == multi]
+    if not same:
+        where = "several nodes" if multi else "one node"
+        top = max(b["worlds"][1] for b in mine)
+        return f"{cls} masks on {where} were never validated (validated: world sizes up to {top} on the other)"
+    lo = min(b["worlds"][0] for b in same)
+    hi = max(b["worlds"][1] for b in same)
+    if world > hi:
+        return f"world size {world} is {world / hi:.3g}x beyond the largest validated, {hi}"
+    if world < lo:
+        return f"world size {world} is {lo / world:.3g}x below the smallest validated, {lo}"
+    below = max(b["worlds"][1] for b in same if b["worlds"][1] < world)
+    above = min(b["worlds"][0] for b in same if b["worlds"][0] > world)
+    return f"world size {world} lies between the validated {below} and {above}"
+
+
+def nearest_band(bands: list[dict[str, Any]], cls: str, world: int, gpus_per_node: int) -> dict[str, Any] | None:
+    """The validated regime of this mask class nearest to a case none holds (the same node count first, then the
+    world size range nearest by ratio): what a warning about its first choice rests on."""
+    mine = [b for b in bands if b["mask_class"] == cls]
+    same = [b for b in mine if b["multi_node"] == (world > gpus_per_node)] or mine
+    if not same:
+        return None
+    return min(same, key=lambda b: max(b["worlds"][0] / world, world / b["worlds"][1], 1.0))
+
+
+def worst_strategy(band: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The strategy whose predictions the regime's validation data contradict most (largest median abs error),
+    where the regime validated more than one."""
+    per = band.get("strategies") or {}
+    if len(per) < 2:
+        return None
+    return max(per.items(), key=lambda kv: (kv[1]["median_abs_err_pct"], kv[0]))
+
+
+def regime_of(bands: list[dict[str, Any]], cls: str, world: int, gpus_per_node: int,
+              gpu: str) -> tuple[dict[str, Any] | None, str]:
+    """The case's validated regime (None if none) and the sentence that describes it."""
+    nodes = -(-world // gpus_per_node)
+    head = f"{cls}, {world} GPUs, {nodes} node{'s' if nodes > 1 else ''}: "
+    if gpu in UNVALIDATED_GPUS:
+        return None, head + "not validated: " + UNVALIDATED_GPUS[gpu]
+    band = regime_band(bands, cls, world, gpus_per_node)
+    if band is None:
+        return None, head + "not validated: " + out_of_range(bands, cls, world, gpus_per_node)
+    return band, head + (f"validated on {band['source']} ({band['quantile'] * 100:.0f} % of |error| within "
+                         f"{band['quantile_abs_err_pct']:.0f} %, median {band['median_abs_err_pct']:.0f} %, "
+                         f"{band['cells']} cells)")
+
+
 @dataclass
 class Setting:
     mask: str
@@ -94,7 +159,8 @@ class Line:
     bwd_ms: float = math.nan
     tflops: float = math.nan
     peak_mem_gb: float = math.nan
-    error_pct: float | None = None  # the out-of-sample median |error| of its validated regime; None: never validated
+    # the band of its validated regime: that quantile of the regime's out-of-sample abs errors; None: not validated
+    error_pct: float | None = None
     regime: str = ""
     flags: list[str] = field(default_factory=list)
     wait: dict[str, float] = field(default_factory=dict)  # critical rank: waiting for data / for slower ranks, ms
@@ -102,6 +168,7 @@ class Line:
     measured: dict[str, Any] | None = None
     rank: int | None = None
     tie: bool = False
+    warnings: list[str] = field(default_factory=list)  # on the first choice: what the validation says against it
 
     @property
     def step_ms(self) -> float:
@@ -112,7 +179,8 @@ class Line:
                 "status": self.status, "reason": self.reason, "step_ms": self.step_ms, "fwd_ms": self.fwd_ms,
                 "bwd_ms": self.bwd_ms, "tflops_per_gpu": self.tflops, "peak_mem_gb": self.peak_mem_gb,
                 "model_error_pct": self.error_pct, "regime": self.regime, "flags": self.flags, "wait_ms": self.wait,
-                "near_tie_with_best": self.tie, "basis": self.basis, "measured": self.measured}
+                "near_tie_with_best": self.tie, "warnings": self.warnings, "basis": self.basis,
+                "measured": self.measured}
 
 
 def _measured(rows: Iterable[dict[str, Any]], problem: Problem, options: dict[str, Any]) -> dict[str, Any] | None:
@@ -179,11 +247,7 @@ def recommend(setting: Setting, pricings: dict[str, Pricing | None], topology: T
     memory = topology.memory_gb * 1e9
     bands = load_bands()
     cls = mask_class(setting.mask, registry)
-    band = regime_band(bands, cls, setting.gpus, topology.gpus_per_node)
-    nodes = -(-setting.gpus // topology.gpus_per_node)
-    regime = (f"{cls}, {setting.gpus} GPUs, {nodes} node{'s' if nodes > 1 else ''}: "
-              + (f"validated on {band['source']} (median |error| {band['median_abs_err_pct']:.0f} %, "
-                 f"{band['cells']} cells)" if band else "never validated"))
+    band, regime = regime_of(bands, cls, setting.gpus, topology.gpus_per_node, topology.name)
     kernels = list(usable)
     reduce = aggregate_of(setting.aggregate)
     draw_flops = [attention_flops(m.area, setting.heads_q, setting.head_dim, setting.batch, "fwdbwd") for m in masks]
@@ -223,7 +287,7 @@ def recommend(setting: Setting, pricings: dict[str, Pricing | None], topology: T
         per_draw = per_variant[v]
         for j, kernel in enumerate(kernels):
             sims = [d[j] for d in per_draw]
-            line = Line(kernel, strategy, options, error_pct=band["median_abs_err_pct"] if band else None,
+            line = Line(kernel, strategy, options, error_pct=band["quantile_abs_err_pct"] if band else None,
                         regime=regime, flags=list(sims[0]["flags"]))
             line.fwd_ms = float(reduce([s["fwd"]["ms_max"] for s in sims]))
             line.bwd_ms = float(reduce([s["bwd"]["ms_max"] for s in sims]))
@@ -251,4 +315,17 @@ def recommend(setting: Setting, pricings: dict[str, Pricing | None], topology: T
         # a near-tie: within the validation error of the regime (never claimed where it was never validated)
         line.tie = (i > 1 and line.error_pct is not None and best.error_pct is not None
                     and line.step_ms <= best.step_ms * (1 + max(best.error_pct, line.error_pct) / 100))
+    # the regime, or where none holds the case the nearest validated one (not on a GPU excluded from the claims)
+    basis = band or (None if topology.name in UNVALIDATED_GPUS
+                     else nearest_band(bands, cls, setting.gpus, topology.gpus_per_node))
+    worst = worst_strategy(basis) if basis else None
+    if basis and ok and worst and ok[0].strategy == worst[0]:
+        where = ("this regime" if band else
+                 f"the nearest validated regime ({basis['worlds'][0]}-{basis['worlds'][1]} GPUs)")
+        ok[0].warnings.append(
+            f"#1 is {worst[0]}, the strategy whose predictions the validation data of {where} contradict most: "
+            f"median |error| {worst[1]['median_abs_err_pct']:.0f} % over {worst[1]['cells']} cells "
+            f"({basis['source']}; its other strategies are predicted better)")
+    for ln in lines:  # the refused ones too: the request's regime is theirs
+        ln.regime = ln.regime or regime
     return ok + [ln for ln in lines if ln.status != "ok"]

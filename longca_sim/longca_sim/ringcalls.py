@@ -15,7 +15,7 @@ form leaves out goes through the exact tables: the rows of each document's last 
 out by a zigzag of their own), documents shorter than 2R, and a document whose pieces share a run with its
 own leftover rows. A call's slices never mix documents or a document's piece rows with its leftover rows
 (the slices are per document and joined only on the same rows), so the two parts add up exactly: the
-features are sums of whole numbers, the shapes minima, maxima and counts (tests/test_ringcalls.py checks it).
+features are sums of whole numbers, the shapes minima, maxima, counts and sums (tests/test_ringcalls.py checks it).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from longca_cp.calls import CallTable, buffer_passes, buffers_table, key_buffers
 from longca_cp.layout import Run, document_bounds
 from longca_cp.schedule import merged_calls
 
-from .costmodel import FEATURES, call_shapes, slice_feature_rows, table_features
+from .costmodel import FEATURES, TILE, call_shapes, slice_feature_rows, table_features
 
 
 @dataclass
@@ -72,7 +72,7 @@ class DocZigzag:
     seqlen: int
     rest: np.ndarray
     unit: np.ndarray  # (5, FEATURES): each case's features summed over the closed-form documents
-    shapes: np.ndarray  # (5, 3): shortest and longest slice rows, slice count
+    shapes: np.ndarray  # (5, 5): shortest and longest slice rows, slice count, most and all key blocks
     area: np.ndarray  # (5,)
     ends: tuple[tuple[int, int], tuple[int, int]]  # (start, piece length) of the first and last such document
 
@@ -102,14 +102,15 @@ def doc_zigzag_split(mask_slices: np.ndarray, seqlen: int, runs: Sequence[Sequen
     rest = arr[~closed | tail].copy()
     rest[tail[~closed | tail], 0] = cut[tail]  # a closed document's leftover rows: its slice from the cut on
     p = piece[closed]
-    unit, shapes, area = np.zeros((len(_CASES), len(FEATURES))), np.zeros((len(_CASES), 3)), np.zeros(len(_CASES))
+    unit, shapes, area = np.zeros((len(_CASES), len(FEATURES))), np.zeros((len(_CASES), 5)), np.zeros(len(_CASES))
     for c, parts in enumerate(_CASES):
         s = np.concatenate([np.column_stack([np.zeros_like(p), rows * p, np.zeros_like(p), keys * p,
                                              np.full_like(p, kind)]) for rows, keys, kind in parts])
         unit[c, 0] = 1.0
         unit[c, 1:] = slice_feature_rows(s).sum(axis=0)
         lq = (s[:, 1] - s[:, 0]).astype(float)
-        shapes[c] = lq.min(), lq.max(), float(len(s))
+        nb = -(-(s[:, 3] - s[:, 2]) // TILE)
+        shapes[c] = lq.min(), lq.max(), float(len(s)), float(nb.max()), float(nb.sum())
         area[c] = sl.area(s)
     first, last = np.flatnonzero(closed)[[0, -1]]
     return DocZigzag(r, seqlen, rest, unit, shapes, area.astype(np.int64),
@@ -152,6 +153,8 @@ def _add(calls: FeaturedCalls, exact: FeaturedCalls, nsources: int) -> FeaturedC
     calls.shapes[i, 0] = np.minimum(calls.shapes[i, 0], exact.shapes[:, 0])
     calls.shapes[i, 1] = np.maximum(calls.shapes[i, 1], exact.shapes[:, 1])
     calls.shapes[i, 2] += exact.shapes[:, 2]
+    calls.shapes[i, 3] = np.maximum(calls.shapes[i, 3], exact.shapes[:, 3])
+    calls.shapes[i, 4] += exact.shapes[:, 4]
     return calls
 
 

@@ -30,11 +30,21 @@ from longca.problem import Problem, build_mask
 from longca.results import ResultRow, new_row
 from longca_cp.accounting import balance_of, median_balance, rank_totals, schedule_of
 from longca_cp.calls import buffer_passes, buffers_table, key_buffers
+from longca_cp.layout import document_bounds
 from longca_cp.schedule import ELEMENT_BYTES, GatherSchedule, RankCalls, RingSchedule, Schedule, merged_calls
 from longca_runner.timing import L2_FLUSH_BYTES
 
 from .baselines import PublishedBaselines
-from .costmodel import DECLARED_SPEEDS, KernelFit, call_shapes, declared_fit, kernel_fit, table_features, tflops
+from .costmodel import (
+    DECLARED_SPEEDS,
+    KernelFit,
+    call_shapes,
+    declared_fit,
+    empty_of,
+    kernel_fit,
+    table_features,
+    tflops,
+)
 from .ringcalls import FeaturedCalls, from_table, ring_passes
 from .topology import Topology
 
@@ -82,7 +92,12 @@ def _step_times(rc: RankCalls, pricing: Pricing, problem: Problem) -> tuple[np.n
     if "table" not in rc.features:
         rc.features["table"] = table_features(rc.table, rc.heads_q)
     feats = rc.features["table"]
-    kernel_f, kernel_b = pricing.fwd.price(feats), pricing.bwd.price(feats)
+    if "shapes" not in rc.features:
+        rc.features["shapes"] = call_shapes(rc.table)
+    kernel_f = pricing.fwd.price(feats)
+    kernel_b = pricing.bwd.price(feats)
+    if pricing.baseline is None or pricing.baseline.empty_blocks_priced:  # (`baselines`: not on the TE path)
+        kernel_b = kernel_b + pricing.bwd.empty_block_ms * empty_of(rc.features["shapes"], rc.heads_q)
     t = rc.table
     rows = (t.q1 - t.q0).astype(float)
     keys = (t.k1 - t.k0).astype(float)
@@ -106,21 +121,22 @@ def _step_times(rc: RankCalls, pricing: Pricing, problem: Problem) -> tuple[np.n
     if not single and len(t):
         fwd[-1] += CAST_BYTES * local_rows * rc.heads_q * elem / hbm
     priced = kernel_f.sum() + kernel_b.sum()
-    if "shapes" not in rc.features:
-        rc.features["shapes"] = call_shapes(rc.table)
     inside = pricing.fwd.inside(feats, rc.features["shapes"])
     share = float((kernel_f[inside].sum() + kernel_b[inside].sum()) / priced) if priced > 0 else 1.0
     return fwd, bwd, share
 
 
-def _kernel_prices(feats: np.ndarray, shapes: np.ndarray, bounds: np.ndarray,
-                   pricing: Pricing) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Kernel ms of every call, forward and backward, and each rank's share inside the fitted range (ranks' calls
-    from `bounds[b]` to `bounds[b + 1]`), each rank's priced and summed on its own as `_step_times` does (a
-    matrix product's last bits depend on the rows it is given)."""
+def _kernel_prices(feats: np.ndarray, shapes: np.ndarray, bounds: np.ndarray, pricing: Pricing,
+                   heads_q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Kernel ms of every call, forward and backward (with the backward's empty blocks, `costmodel.empty_of`),
+    and each rank's share inside the fitted range (ranks' calls from `bounds[b]` to `bounds[b + 1]`), each rank's
+    priced and summed on its own as `_step_times` does (a matrix product's last bits depend on the rows it is
+    given)."""
     nbuf = len(bounds) - 1
     kernel_f = np.concatenate([np.zeros(0)] + [pricing.fwd.price(feats[bounds[b]:bounds[b + 1]]) for b in range(nbuf)])
     kernel_b = np.concatenate([np.zeros(0)] + [pricing.bwd.price(feats[bounds[b]:bounds[b + 1]]) for b in range(nbuf)])
+    if pricing.baseline is None or pricing.baseline.empty_blocks_priced:
+        kernel_b = kernel_b + pricing.bwd.empty_block_ms * empty_of(shapes, heads_q)
     inside = pricing.fwd.inside(feats, shapes)
     share = np.ones(nbuf)
     for b in range(nbuf):
@@ -161,7 +177,7 @@ def _buffer_step_times(t: FeaturedCalls, step: np.ndarray, nbuf: int, nsteps: in
     cache = {} if cache is None else cache
     for i, pricing in enumerate(pricings):
         if (heads_q, i) not in cache:
-            cache[heads_q, i] = _kernel_prices(feats, t.shapes, bounds, pricing)
+            cache[heads_q, i] = _kernel_prices(feats, t.shapes, bounds, pricing, heads_q)
         kernel_f, kernel_b, share[i] = cache[heads_q, i]
         hbm = pricing.topology.hbm_gbs * 1e6  # bytes per ms
         per_row = np.where(first, CAST_BYTES, pricing.merge_bytes)
@@ -369,6 +385,7 @@ class _Pricer:
         cf, cb, shares = np.zeros((n, world)), np.zeros((n, world)), np.zeros((n, world))
         runs, whole = sched.layout.runs, [((0, problem.seqlen),)]
         buffers = key_buffers(whole)
+        lengths = np.diff(document_bounds(sched.mask_slices, problem.seqlen))
         for chunk in buffer_passes(sched.mask_slices, runs, buffers, PASS_CANDIDATES):
             ranks = np.arange(chunk.start, chunk.stop)
             table, buf, source = buffers_table(sched.mask_slices, [runs[k] for k in ranks], whole, buffers,
@@ -379,8 +396,8 @@ class _Pricer:
             cf[:, ranks], cb[:, ranks] = f.sum(axis=2), b.sum(axis=2)
             for i, pricing in enumerate(self.pricings):  # the published baselines' calls (`baselines`)
                 if pricing.baseline is not None:
-                    cb[i, ranks] += pricing.baseline.gather_backward_kernel_ms(table, buf, len(ranks), problem.heads_q,
-                                                                               pricing.bwd)
+                    cb[i, ranks] += pricing.baseline.gather_backward_kernel_ms(table, buf, ranks, problem.heads_q,
+                                                                               pricing.bwd, lengths, world)
             count = np.bincount(buf, minlength=len(ranks))
             sums = np.diff(np.concatenate([[0], np.cumsum(table.area)])[np.concatenate([[0], np.cumsum(count)])])
             for k, rank in enumerate(ranks):

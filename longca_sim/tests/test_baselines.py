@@ -68,8 +68,43 @@ def test_key_block_pricing_changes_nothing_when_queries_and_keys_are_the_same_bl
 
     fit = default_pricing("fa3", preset("h100-sxm")).bwd
     table = pair_table(sl.as_array([(0, 1024, 0, 1024, sl.FULL)]), [(0, 1024)], [(0, 1024)])
-    delta = PublishedBaselines().gather_backward_kernel_ms(table, np.zeros(len(table), dtype=np.int64), 1, 64, fit)
+    # one document on a ring of one: the source's two calls have one segment each, so no empty block either
+    delta = PublishedBaselines().gather_backward_kernel_ms(table, np.zeros(len(table), dtype=np.int64),
+                                                           np.array([0]), 64, fit, np.array([1024]), 1)
     assert delta == pytest.approx([fit.launch_ms])  # only the second call's launch
+
+
+def test_source_gather_segments_follow_the_source_cu_seqlens():
+    from longca_sim.baselines import source_gather_segments
+
+    # W = 2: documents padded to a multiple of 4; rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2
+    lengths = np.array([10, 3, 1])  # pieces of 3, 1 and 1 tokens
+    (q0, k0), (q3, k3) = source_gather_segments(lengths, 2, 0)
+    assert q0.tolist() == [3, 1, 1] and k0.tolist() == [3, 1, 1]
+    assert q3.tolist() == [1, 0, 0] and k3.tolist() == [10, 0, 0]  # empty documents stay at length zero
+    (q1, k1), (q2, k2) = source_gather_segments(lengths, 2, 1)
+    assert q1.tolist() == [3, 1, 0] and k1.tolist() == [6, 2, 0]
+    assert q2.tolist() == [3, 1, 0] and k2.tolist() == [9, 3, 0]
+
+
+def test_the_source_gather_grid_replaces_longca_own_in_the_variant():
+    # many short documents and one long one: the source's call per half launches the long one's key blocks for
+    # every document; the variant prices that many empty blocks more than longca's own call of the same rank
+    from dataclasses import replace
+
+    from longca.masks import slices as sl
+    from longca_cp.calls import pair_table
+
+    fit = replace(default_pricing("fa3", preset("h100-sxm")).bwd, empty_block_ms=1.0)
+    lengths = np.array([4096] + [128] * 32)
+    table = pair_table(sl.as_array([(0, 64, 0, 128, sl.FULL)]), [(0, 64)], [(0, 128)])
+    none = replace(fit, empty_block_ms=0.0)
+    base = PublishedBaselines()
+    args = (table, np.zeros(1, dtype=np.int64), np.array([0]), 1)
+    extra = base.gather_backward_kernel_ms(*args, fit, lengths, 2) - base.gather_backward_kernel_ms(*args, none,
+                                                                                                   lengths, 2)
+    # rank 0 of 2: chunk 0 keys (1024 and 32 tokens: 8 blocks and 1), chunk 3 keys (4096 and 128: 32 and 1)
+    assert extra == pytest.approx([(33 * 8 - (8 + 32)) + (33 * 32 - (32 + 32))])
 
 
 def test_an_unknown_backend_is_refused():

@@ -120,3 +120,45 @@ def test_a_row_floor_prices_a_short_row_block_by_its_rows_and_leaves_long_ones_a
     assert base[1] + rows4[1] == 4 * 8 * 128
     assert rows4[2] == 0.0
     assert (base + floors[:, 0]).tolist() == slice_features(slices)[1].tolist()
+
+
+def test_empty_blocks_count_the_backward_grid_past_each_segment():
+    from longca_cp.calls import pair_table
+    from longca_sim.costmodel import empty_blocks, grid_empty_blocks
+
+    # two segments in one call, 128 and 1,024 keys: the grid launches 8 key blocks for each, 1 + 8 of them work
+    slices = sl.as_array([(0, 64, 0, 128, sl.FULL), (64, 128, 128, 1152, sl.FULL)])
+    table = pair_table(slices, [(0, 128)], [(0, 1152)])
+    assert empty_blocks(table, 4).tolist() == [4 * (2 * 8 - 9)]
+    # one segment, or segments of one key length: no empty block
+    assert empty_blocks(pair_table(slices[:1], [(0, 64)], [(0, 128)]), 4).tolist() == [0]
+    # a caller that keeps zero-length segments in the batch launches blocks for them too
+    assert grid_empty_blocks(np.array([64, 0, 64]), np.array([1024, 0, 128]), 2) == 2 * (3 * 8 - 9)
+
+
+def test_the_empty_block_coefficient_is_fitted_on_the_residuals_alone():
+    from longca_sim.costmodel import _fit_empty
+
+    rng = np.random.default_rng(1)
+    pred = rng.uniform(1.0, 5.0, 20)
+    empty = np.where(np.arange(20) < 12, rng.uniform(1e4, 1e6, 20), 0.0)
+    t = pred + 4e-6 * empty
+    coef, info = _fit_empty(empty, t, pred)
+    assert coef == pytest.approx(4e-6) and info["rows"] == 12
+    assert info["median_err_pct_after"] == pytest.approx(0.0, abs=1e-9)
+    assert info["median_err_pct_before"] > 1.0
+    # never negative, and nothing to fit without empty blocks
+    assert _fit_empty(empty, pred - 4e-6 * empty, pred)[0] == 0.0
+    assert _fit_empty(np.zeros(20), t, pred) == (0.0, {"rows": 0})
+
+
+def test_the_shipped_fit_prices_empty_blocks_only_for_kernels_whose_backward_launches_them():
+    from longca_sim.costmodel import EMPTY_GRID_KERNELS
+
+    fits, _ = load_fits()
+    for kernel, by in fits.items():
+        for direction, fit in by.items():
+            if direction == "bwd" and kernel in EMPTY_GRID_KERNELS:
+                assert fit.empty_block_ms > 0 and fit.selection["empty_blocks"]["rows"] > 0
+            else:
+                assert fit.empty_block_ms == 0.0
