@@ -12,10 +12,9 @@
 #                  (a large shared library, xz-compressed to fit the 64 MiB a call may carry)
 #   DIR/NAME.whl.part-NN  byte pieces of one wheel (`split -b 40000000 -d NAME.whl NAME.whl.part-`),
 #                  possibly spread over several DIRs: joined in NN order into NAME.whl first
-# Environment: LONGCA_PLUGINS_TO_INSTALL (default "fa2 fa3 fa4 cudnn flex") = plugins installed
-# with core, editable; "all" = every distribution of the repository and every plugin, as
-# `make install` does. Afterwards export the PYTHONPATH this prints (TARGET and
-# nvidia-cutlass-dsl's dsl_packages, which its .pth would add in a normal install).
+# Every distribution of the repository is installed editable, as `make install` does, with the
+# plugins named in LONGCA_PLUGINS_TO_INSTALL (default "fa2 fa3 fa4 cudnn flex"; "all" = every one).
+# Afterwards export the PYTHONPATH this prints (TARGET and nvidia-cutlass-dsl's dsl_packages, which its .pth would add in a normal install).
 set -euo pipefail
 target=${1:?usage: scripts/h200_setup.sh TARGET [DIR ...]}
 shift
@@ -42,13 +41,18 @@ for d in "$@"; do
   fi
 done
 root=$(cd "$(dirname "$0")/.." && pwd)
-plugins=()
+# every distribution of the repository, editable, in `make install`'s order and modes
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --config-settings editable_mode=compat \
+  -e "$root/core" 2>&1 | grep -v "^$" || true
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e "$root/longca_flashplan" -e "$root/longca_cp" \
+  2>&1 | grep -v "^$" || true
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --config-settings editable_mode=compat \
+  -e "$root/longca_runner" -e "$root/longca_testing" 2>&1 | grep -v "^$" || true
+plugins=(-e "$root/longca_sim" -e "$root/longca_cli")
 if [ "${LONGCA_PLUGINS_TO_INSTALL:-}" = all ]; then
-  for d in longca_flashplan longca_cp longca_sim longca_cli "$root"/plugins/*/; do plugins+=(-e "$root/${d#"$root/"}"); done
+  for d in "$root"/plugins/*/; do plugins+=(-e "$d"); done
 else
   for p in ${LONGCA_PLUGINS_TO_INSTALL:-fa2 fa3 fa4 cudnn flex}; do plugins+=(-e "$root/plugins/$p"); done
 fi
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --config-settings editable_mode=compat \
-  -e "$root/core" 2>&1 | grep -v "^$" || true
 python3 -m pip install -q --no-index --no-deps --no-build-isolation "${plugins[@]}" 2>&1 | grep -v "^$" || true
 echo "export PYTHONPATH=$target:$target/nvidia_cutlass_dsl/dsl_packages\${PYTHONPATH:+:\$PYTHONPATH}"

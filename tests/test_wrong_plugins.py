@@ -56,6 +56,44 @@ def test_kernel_ignoring_merged_out_and_lse(registry):
     assert "backward_lse ignores the merged out and lse it is given" in report.failures["cp_merge-cpu"]
 
 
+def _refuses_backward_lse(dout, q, k, v, out, lse, slices, softmax_scale=None):
+    """As torch's FLASH backend does (no gradient through the lse, dLSE): an honest refusal."""
+    raise plugin.UnsupportedError("this backend has no gradient through the lse")
+
+
+def _lse_times_ln2(q, k, v, slices, softmax_scale=None):
+    """flex_attention's FLASH lse in torch 2.11 (pytorch issue 181645): the natural lse times ln 2."""
+    out, lse = reference.forward_lse(q, k, v, slices, softmax_scale)
+    return out, lse * 0.6931471805599453
+
+
+def test_kernel_refusing_every_backward_lse_is_a_refusal_with_its_forward_merge_checked(registry):
+    _add(registry, "kernels", _reference_kernel("refuses_bwd_lse", backward_lse=_refuses_backward_lse))
+    report = _check(registry, "refuses_bwd_lse")
+    assert not report.failures, report.summary()
+    assert "no gradient through the lse" in report.skips["backward_lse-cpu"]
+    assert "forward parts checked" in report.skips["cp_merge-cpu"]
+
+
+def test_a_refused_backward_lse_does_not_hide_a_wrong_forward_lse(registry):
+    _add(registry, "kernels", _reference_kernel("lse_ln2", forward_lse=_lse_times_ln2,
+                                                backward_lse=_refuses_backward_lse))
+    report = _check(registry, "lse_ln2")
+    assert {"forward_lse-cpu", "cp_merge-cpu"} <= set(report.failures), report.summary()
+    assert "lse-merged output" in report.failures["cp_merge-cpu"]
+
+
+def test_kernel_refusing_backward_lse_on_some_pieces_only_fails(registry):
+    def short_pieces_refused(dout, q, k, v, out, lse, slices, softmax_scale=None):
+        if q.shape[1] < 256:
+            raise plugin.UnsupportedError("short pieces refused")
+        return reference.backward_lse(dout, q, k, v, out, lse, slices, softmax_scale)
+
+    _add(registry, "kernels", _reference_kernel("some_bwd_lse", backward_lse=short_pieces_refused))
+    report = _check(registry, "some_bwd_lse")
+    assert "refused" in report.failures["backward_lse-cpu"], report.summary()
+
+
 def _right_only_on_first_256_rows(mask, q, k, v):
     """Right on the first 256 query rows, full attention (no mask) after them."""
     import torch

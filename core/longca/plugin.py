@@ -29,6 +29,7 @@ from .masks.slices import (
     crop,
     dense,
     flashmask_bounds,
+    masked_row_intervals,
 )
 from .masks.slices import as_array as slices_array
 from .specs import (
@@ -71,7 +72,7 @@ _LAZY = {
 __all__ = [
     "hookimpl", "KernelSpec", "MaskSpec", "SamplerSpec", "Device", "ANY_STATIC", "ANY_BLOCK_SPARSE",
     "Mask", "BlockSparseLayout", "FULL", "CAUSAL", "PARTIAL", "FULL_BLOCK",
-    "slices_array", "band_to_slices", "block_map", "crop", "dense", "flashmask_bounds",
+    "slices_array", "band_to_slices", "block_map", "crop", "dense", "flashmask_bounds", "masked_row_intervals",
     "LongcaError", "UnsupportedError", *_LAZY,
 ]
 

@@ -79,6 +79,24 @@ def test_flashmask_bounds_reconstruct_mask(name):
 
 
 @pytest.mark.parametrize("name", STATIC_MASKS)
+def test_masked_row_intervals_reconstruct_crops_padded_past_the_mask(name):
+    """Any number of masked intervals a key: a crop padded with rows and keys no slice covers (as a kernel
+    of 128-row blocks pads a CP piece) is exactly the crop, the padding masked."""
+    mask = build_mask(Problem(kernel="reference", mask=name, seqlen=2048, seed=5,
+                              mask_params={"window": 100} if "window" in name else {}))
+    crop = mask.crop((301, 1700), (97, 1500))
+    lq, lk = 1700 - 301 + 99, 1500 - 97 + 37  # padded past the crop's 1399 x 1403
+    cols, starts, ends = sl.masked_row_intervals(crop, lq, lk)
+    q = np.arange(lq)
+    allowed = np.ones((lq, lk), dtype=bool)
+    for c, a, b in zip(cols, starts, ends, strict=True):
+        allowed[(q >= a) & (q < b), c] = False
+    want = np.zeros((lq, lk), dtype=bool)
+    want[:1399, :1403] = mask.dense()[301:1700, 97:1500]
+    assert np.array_equal(allowed, want)
+
+
+@pytest.mark.parametrize("name", STATIC_MASKS)
 @pytest.mark.parametrize("block", [(64, 64), (128, 64), (100, 300)])
 def test_block_map_is_safe_and_tight(name, block):
     mask = build_mask(Problem(kernel="reference", mask=name, seqlen=2048, seed=4,

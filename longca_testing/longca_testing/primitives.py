@@ -12,9 +12,15 @@ import numpy as np
 import torch
 
 from longca import reference
+from longca.errors import UnsupportedError
 from longca.masks.mask import Mask
 from longca.specs import KernelSpec
 from longca_runner.measure import rel_err
+
+
+class BackwardRefused(Exception):
+    """backward_lse raised UnsupportedError on every piece it was given: the kernel refuses CP backward
+    (its rows say so), which is a refusal, not a wrong gradient. Raised once every forward part was checked."""
 
 
 def windows(seqlen: int) -> list[tuple[tuple[int, int], tuple[int, int], float | None]]:
@@ -46,7 +52,9 @@ def compare_primitives(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: to
     forward_lse, backward_lse = spec.forward_lse, spec.backward_lse
     if forward_lse is None or (backward and backward_lse is None):
         return [f"kernel {spec.name} declares no {'backward_lse' if forward_lse else 'forward_lse'}"]
-    failures = []
+    failures: list[str] = []
+    refused: list[str] = []
+    checked = 0  # backward_lse calls
     seqlen = mask.seqlen
     gen = torch.Generator(device="cpu").manual_seed(7)
     for q_range, k_range, scale in windows(seqlen):
@@ -74,8 +82,12 @@ def compare_primitives(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: to
         dout = torch.randn(out.shape, generator=gen, dtype=torch.float32).to(device=q.device, dtype=q.dtype)
         want = reference.backward_lse(dout.float(), qs.float(), ks.float(), vs.float(), ref_out, ref_lse, slices, scale)
         assert backward_lse is not None  # checked above
+        checked += 1
         try:
             got = backward_lse(dout, qs, ks, vs, out, lse, np.ascontiguousarray(slices), scale)
+        except UnsupportedError as exc:
+            refused.append(f"{where}: {exc}")
+            continue
         except Exception as exc:  # noqa: BLE001 - whatever the kernel under test raises is a failure message
             failures.append(f"{where}: backward_lse raised {type(exc).__name__}: {exc}")
             continue
@@ -85,6 +97,15 @@ def compare_primitives(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: to
                 failures.append(f"{where}: {name} has shape {tuple(g.shape)}, expected {tuple(like.shape)}")
             elif math.isnan(err) or err > tolerance:
                 failures.append(f"{where}: {name} relative error {err:.3g} > {tolerance:g}")
+    return _refused_or(failures, refused, checked)
+
+
+def _refused_or(failures: list[str], refused: list[str], checked: int) -> list[str]:
+    """The failures; or BackwardRefused when backward_lse refused every call and nothing failed."""
+    if refused and not failures and checked == len(refused):
+        raise BackwardRefused(refused[0])
+    if refused:  # refusing some pieces and computing others is a failure: a strategy would hit both
+        failures = failures + [f"backward_lse refused {len(refused)} of {checked} pieces: {refused[0]}"]
     return failures
 
 
@@ -116,6 +137,8 @@ def compare_cp_pieces(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: tor
     if forward_lse is None or backward_lse is None:
         return [f"kernel {spec.name} declares no {'backward_lse' if forward_lse else 'forward_lse'}"]
     failures: list[str] = []
+    refused: list[str] = []
+    checked = 0  # backward_lse calls
     seqlen, batch, heads = mask.seqlen, q.shape[0], q.shape[2]
     gen = torch.Generator(device="cpu").manual_seed(11)
     dout = torch.randn(q.shape[:3] + (v.shape[-1],), generator=gen).to(device=q.device, dtype=q.dtype)
@@ -149,8 +172,12 @@ def compare_cp_pieces(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: tor
             continue
         merged_out = out_acc.to(q.dtype)
         for ka, kb, ks, vs, slices, _out, _lse in calls:
+            checked += 1
             try:
                 dq, dk, dv = backward_lse(dos, qs, ks, vs, merged_out, lse_acc, slices, None)
+            except UnsupportedError as exc:  # the forward merges of the other query pieces are still checked
+                refused.append(f"{where}: backward_lse on rows {qa}:{qb} keys {ka}:{kb}: {exc}")
+                continue
             except Exception as exc:  # noqa: BLE001 - whatever the kernel under test raises is a failure message
                 return failures + [f"{where}: backward_lse raised {type(exc).__name__}: {exc}"]
             if len(calls) > 1:  # does it match the gradients of this piece alone (its own out and lse)?
@@ -165,8 +192,8 @@ def compare_cp_pieces(spec: KernelSpec, q: torch.Tensor, k: torch.Tensor, v: tor
             got[0][:, qa:qb] += dq.float()
             got[1][:, ka:kb] += dk.float()
             got[2][:, ka:kb] += dv.float()
-    if failures:
-        return failures
+    if failures or refused:
+        return _refused_or(failures, refused, checked)
     errors = _errors(got, want)
     worst = max(errors.values(), key=lambda e: math.inf if math.isnan(e) else e)
     if math.isnan(worst) or worst > tolerance:

@@ -198,12 +198,13 @@ def block_map(slices: Iterable[Sequence[int]], seqlen_q: int, seqlen_k: int,
     return out
 
 
-def flashmask_bounds(slices: Iterable[Sequence[int]], seqlen_q: int, seqlen_k: int) -> dict[str, np.ndarray]:
-    """FlashMask column bounds: per key column, at most two masked row intervals.
+def masked_row_intervals(slices: Iterable[Sequence[int]], seqlen_q: int,
+                         seqlen_k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every masked row interval of every key column, as arrays (cols, starts, ends) sorted by
+    column, then start: key column cols[i] is masked for rows starts[i] <= q < ends[i].
 
-    Key column k is masked for rows q with UTS[k] <= q < UTE[k] (the upper interval) or
-    LTS[k] <= q < LTE[k] (the lower one); an empty interval has start == end. Raises
-    ValueError when a column would need more than two masked intervals.
+    FlashMask's bounds are the case of at most two a column; a crop of a blockwise mask (a CP
+    piece) can need more, and a kernel that takes any number still reads them from here.
     """
     parts = [col_bounds(s) for s in normalize(slices).tolist()]
     if parts:
@@ -237,7 +238,17 @@ def flashmask_bounds(slices: Iterable[Sequence[int]], seqlen_q: int, seqlen_k: i
     keep = ghi > glo
     gcols, glo, ghi = gcols[keep], glo[keep], ghi[keep]
     order = np.lexsort((glo, gcols))
-    gcols, glo, ghi = gcols[order], glo[order], ghi[order]
+    return gcols[order], glo[order], ghi[order]
+
+
+def flashmask_bounds(slices: Iterable[Sequence[int]], seqlen_q: int, seqlen_k: int) -> dict[str, np.ndarray]:
+    """FlashMask column bounds: per key column, at most two masked row intervals.
+
+    Key column k is masked for rows q with UTS[k] <= q < UTE[k] (the upper interval) or
+    LTS[k] <= q < LTE[k] (the lower one); an empty interval has start == end. Raises
+    ValueError when a column would need more than two masked intervals.
+    """
+    gcols, glo, ghi = masked_row_intervals(slices, seqlen_q, seqlen_k)
     count = np.bincount(gcols, minlength=seqlen_k)
     if (count > 2).any():
         bad = int(np.flatnonzero(count > 2)[0])

@@ -4,8 +4,9 @@
 The slice representation already knows its geometry: `block_map` classifies every 128 x 128
 block as empty, partial or full in time proportional to the number of slices times blocks, and
 the FlashMask column bounds give one vectorised `mask_mod` valid for all 12 static masks: key k
-is masked for rows in [UTS[k], UTE[k]) and [LTS[k], LTE[k]). The kernel evaluates that
-`mask_mod` only inside partial blocks.
+is masked for rows in [UTS[k], UTE[k]) and [LTS[k], LTE[k]) (a crop that needs more intervals
+a key gets one pair of tables per interval). The kernel evaluates that `mask_mod` only inside
+partial blocks.
 """
 from __future__ import annotations
 
@@ -31,10 +32,13 @@ def flashmask_mask_mod(slices: np.ndarray, seqlen_q: int, seqlen_k: int, device)
     causal-document one gathers one bound, where the four gathers of the plain form cost the
     kernel its speed (a CP strategy's crops are all given in this form).
     """
-    bounds = plugin.flashmask_bounds(slices, seqlen_q, seqlen_k)
-    intervals = [(_bound(bounds[start], device), _bound(bounds[end], device))
-                 for start, end in (("UTS", "UTE"), ("LTS", "LTE"))
-                 if not np.array_equal(bounds[start], bounds[end])]  # an interval empty for every key drops out
+    try:
+        bounds = plugin.flashmask_bounds(slices, seqlen_q, seqlen_k)
+        pairs = [(bounds[start], bounds[end]) for start, end in (("UTS", "UTE"), ("LTS", "LTE"))]
+    except ValueError:  # a column masked in more than two intervals (a crop of a blockwise mask)
+        pairs = column_interval_tables(slices, seqlen_q, seqlen_k)
+    intervals = [(_bound(start, device), _bound(end, device))
+                 for start, end in pairs if not np.array_equal(start, end)]  # empty for every key: drops out
 
     def mask_mod(b, h, q_idx, kv_idx):
         allowed: Any = True
@@ -45,6 +49,20 @@ def flashmask_mask_mod(slices: np.ndarray, seqlen_q: int, seqlen_k: int, device)
         return allowed
 
     return mask_mod
+
+
+def column_interval_tables(slices: np.ndarray, seqlen_q: int, seqlen_k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The i-th masked row interval of every key column as a (starts, ends) pair of per-key tables, for
+    i up to the most any column has; a column with fewer gets empty ones (start == end)."""
+    cols, starts, ends = plugin.masked_row_intervals(slices, seqlen_q, seqlen_k)
+    rank = np.arange(len(cols)) - np.searchsorted(cols, cols)  # which interval of its column
+    tables = []
+    for i in range(int(rank.max()) + 1 if len(rank) else 0):
+        start = np.full(seqlen_k, seqlen_q, dtype=np.int64)
+        end = start.copy()
+        start[cols[rank == i]], end[cols[rank == i]] = starts[rank == i], ends[rank == i]
+        tables.append((start, end))
+    return tables
 
 
 class _Bound:

@@ -18,6 +18,8 @@ sweep would silently fall back to an unfused path that materialises S² scores.
 from __future__ import annotations
 
 import functools
+import inspect
+import math
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -76,10 +78,11 @@ class FlexKernel:
 
     def spec(self, name: str, description: str, **fields: Any) -> KernelSpec:
         """The KernelSpec of this kernel (flex, flex-fa4): every static mask, its natural mask_mod or
-        FlashMask bounds (`supports_mask`), and the lse primitives; `fields` give the rest."""
+        FlashMask bounds (`supports_mask`), and the lse primitives; `fields` give the rest (and may
+        leave a primitive out: `backward_lse=None`)."""
+        fields = {"forward_lse": self.forward_lse, "backward_lse": self.backward_lse, **fields}
         return KernelSpec(name=name, family="dense", description=description, masks=(ANY_STATIC,),
-                          prepare=self.prepare, run=self.run, supports_mask=supports_mask,
-                          forward_lse=self.forward_lse, backward_lse=self.backward_lse, **fields)
+                          prepare=self.prepare, run=self.run, supports_mask=supports_mask, **fields)
 
     def fn(self, device: torch.device):
         """flex_attention (with this kernel's options), compiled once per process where wanted."""
@@ -106,10 +109,13 @@ class FlexKernel:
             from torch.nn.attention.flex_attention import AuxRequest
 
             out, aux = fn(*args, **kwargs, return_aux=AuxRequest(lse=True))
-            return out.transpose(1, 2), aux.lse
+            out, lse_ = out.transpose(1, 2), aux.lse
         except ImportError:  # torch < 2.9
             out, lse_ = fn(*args, **kwargs, return_lse=True)
-            return out.transpose(1, 2), lse_
+            out = out.transpose(1, 2)
+        if self.kernel_options.get("BACKEND") == "FLASH" and flash_lse_scaled_by_ln2():
+            lse_ = lse_ / math.log(2.0)
+        return out, lse_
 
     def prepare(self, problem, mask, q, k, v):
         """The BlockMask: natural mask_mod + create_block_mask, or the generic form from slices."""
@@ -166,6 +172,24 @@ class FlexKernel:
         if "grads" not in self._compiled:
             self._compiled["grads"] = torch.compile(split_softmax_grads, dynamic=False)
         return self._compiled["grads"]
+
+
+@functools.cache
+def flash_lse_scaled_by_ln2() -> bool:
+    """Whether this torch returns the FLASH backend's lse multiplied by ln 2 (pytorch issue 181645).
+
+    flash-attn-4 returns the natural-log lse; torch's finaliser took it for the Triton kernel's
+    base-2 one and multiplied it by ln 2 until the fix, which made the conversion depend on
+    whether the stats are base 2 (`stats_are_log2` in `torch.nn.attention.flex_attention`). Seen
+    on the H200 with torch 2.11: lse off the reference by up to 1.99 on 256 keys, 0.307 of it.
+    """
+    from torch.nn.attention import flex_attention
+
+    try:
+        source = inspect.getsource(flex_attention)
+    except (OSError, TypeError):  # no source shipped: assume the fixed torch, whose result is unchanged
+        return False
+    return "stats_are_log2" not in source
 
 
 def pad_rows(x, dim: int = 1, value: float = 0.0):

@@ -206,3 +206,46 @@ def test_odd_crops_are_padded_to_blocks_and_stay_exact():
     assert out.shape == want.shape and lse.shape == want_lse.shape
     assert ((out - want).norm() / want.norm()).item() < 1e-5
     assert torch.equal(torch.isneginf(lse), torch.isneginf(want_lse))
+
+
+def test_a_padded_crop_with_three_masked_intervals_a_key_stays_exact():
+    """The cp_merge crop (rows 85:256, keys 43:129) of causal_blockwise, padded to 256 x 128 blocks: the
+    padded rows add a third masked interval to some keys, more than FlashMask's bounds hold (the H200
+    suite's `forward_lse raised ValueError`). The generic mask_mod takes any number: same rows as the
+    reference."""
+    from longca import plugin
+    from longca.plugin import reference_forward_lse
+    from longca_plugin_flex.hooks import SPEC
+
+    m = problem_mask(problem("causal_blockwise"), 0)
+    crop = np.ascontiguousarray(m.crop((85, 256), (43, 129)))
+    with pytest.raises(ValueError, match="masked row intervals"):
+        plugin.flashmask_bounds(crop, 256, 128)  # the padded shape
+    gen = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(1, n, 2, 16, generator=gen) for n in (171, 86, 86))
+    out, lse = SPEC.forward_lse(q, k, v, crop, None)
+    want, want_lse = reference_forward_lse(q, k, v, crop, None)
+    seen = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(lse), seen)
+    assert ((out - want).norm() / want.norm()).item() < 1e-5
+    assert torch.allclose(lse[seen], want_lse[seen], atol=1e-5)
+
+
+def test_flash_lse_is_divided_by_ln2_only_where_torch_multiplied_it(monkeypatch):
+    """torch before the fix of pytorch issue 181645 returns FLASH's natural-log lse times ln 2."""
+    import math
+    from types import SimpleNamespace
+
+    from longca_plugin_flex import kernel as flex_kernel
+
+    lse = torch.full((1, 2, 4), 3.0)
+    fake = lambda *args, **kwargs: (torch.zeros(1, 2, 4, 8), SimpleNamespace(lse=lse * math.log(2.0)))  # noqa: E731
+    flash, triton = flex_kernel.FlexKernel({"BACKEND": "FLASH"}), flex_kernel.FlexKernel()
+    for k in (flash, triton):
+        monkeypatch.setattr(k, "fn", lambda device: fake)
+    q = torch.zeros(1, 4, 2, 8)
+    monkeypatch.setattr(flex_kernel, "flash_lse_scaled_by_ln2", lambda: True)
+    assert torch.allclose(flash.call(q, q, q, None, lse=True)[1], lse)
+    assert torch.allclose(triton.call(q, q, q, None, lse=True)[1], lse * math.log(2.0))  # Triton's: torch's own
+    monkeypatch.setattr(flex_kernel, "flash_lse_scaled_by_ln2", lambda: False)
+    assert torch.allclose(flash.call(q, q, q, None, lse=True)[1], lse * math.log(2.0))
