@@ -183,3 +183,25 @@ def test_bench_writes_its_log_file_even_when_nothing_warns(tmp_path):
 
     warnlog.start(tmp_path / "r" / "longca.log", "longca bench: test")
     assert json.dumps((tmp_path / "r" / "longca.log").read_text()).count("longca bench: test") == 1
+
+
+def test_a_bench_ended_by_sigterm_records_where_its_minutes_went(tmp_path):
+    """`timeout 545 longca bench` on the H200 (2026-12-04) left no end line, so no phases: SIGTERM now
+    ends the run like Ctrl-C, its rows kept and runs.jsonl's end line written; exit 143."""
+    import signal
+    import sys
+    import time
+
+    out = tmp_path / "bench"
+    process = subprocess.Popen([sys.executable, "-m", "longca_cli", "bench", "--output", str(out)], cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while not ((out / "results.jsonl").exists() and (out / "results.jsonl").read_text().strip()):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 143, err
+    assert "terminated (SIGTERM); rows written so far are kept" in err and "Traceback" not in err
+    ends = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines() if '"end"' in line]
+    assert len(ends) == 1 and ends[0]["cases_run"] >= 1 and set(ends[0]["phases_s"]) >= {"timed", "check"}

@@ -5,6 +5,7 @@ import contextlib
 import functools
 import json
 import logging
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -23,8 +24,18 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 FormatOpt = typer.Option("table", "--format", "-f", help="table or json")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`timeout`, a job's time limit, a scheduler) taken as an interrupt, so the run's `finally`
+    blocks still record what it did: runs.jsonl's end line with `wall_s` and `phases_s`."""
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
 def cli_errors(fn: Callable) -> Callable:
-    """Input errors become one line on stderr and exit code 2, never a traceback."""
+    """Input errors become one line on stderr and exit code 2, never a traceback; an interrupt (Ctrl-C:
+    130, SIGTERM: 143) one line too, the rows written so far kept."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -33,9 +44,11 @@ def cli_errors(fn: Callable) -> Callable:
         except LongcaError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
-        except KeyboardInterrupt:
-            typer.echo("interrupted; rows written so far are kept", err=True)
-            raise typer.Exit(130) from None
+        except KeyboardInterrupt as exc:
+            stopped = isinstance(exc, Terminated)
+            typer.echo(f"{'terminated (SIGTERM)' if stopped else 'interrupted'}; rows written so far are kept",
+                       err=True)
+            raise typer.Exit(143 if stopped else 130) from None
 
     return wrapper
 
@@ -386,6 +399,7 @@ app.command("comm-bench")(cli_errors(comm_bench.comm_bench))  # simulator calibr
 
 
 def run_cli() -> None:  # console-script entry point
+    signal.signal(signal.SIGTERM, _terminated)  # workers are spawned (forkserver, spawn): they keep the default
     app()
 
 
