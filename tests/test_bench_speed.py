@@ -137,8 +137,13 @@ measure_peak = false
     assert set(phases) == {"compile", "reference", "check", "timed", "other"} and run["cases_run"] == 2
     assert phases["timed"] > 0 and sum(phases.values()) == pytest.approx(
         run["wall_s"], abs=0.5)
+    kernels = run["kernels_s"]  # which kernel's cases cost what: the H200 bench's question
+    assert set(kernels) == {"torch", "sdpa"} and all(k["cases"] == 1 for k in kernels.values())
+    assert all(0 < k["timed"] <= k["wall"] for k in kernels.values())
+    assert sum(k["wall"] for k in kernels.values()) <= run["wall_s"] + 0.2
     written = write_report([out / "results.jsonl"], tmp_path / "rep")
     assert "**Time** of out: " in written["markdown"] and "(2 cases measured): compile " in written["markdown"]
+    assert "By kernel, slowest first: " in written["markdown"] and " over 1 case (timed " in written["markdown"]
 
 
 def test_an_end_line_joins_its_run_and_is_not_counted_as_one(tmp_path):

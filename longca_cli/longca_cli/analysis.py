@@ -464,9 +464,9 @@ def _cudnn_version(value: Any) -> str | None:
 
 def run_times(results: Results) -> list[dict[str, Any]]:
     """Where each run's minutes went (runs.jsonl `wall_s`, `phases_s`: compile, reference, check,
-    timed, other), for runs that recorded them."""
+    timed, other; `kernels_s`: the same per kernel), for runs that recorded them."""
     return [{"results": run.label, "wall_s": run.record["wall_s"], "phases_s": run.record.get("phases_s") or {},
-             "cases_run": run.record.get("cases_run")}
+             "cases_run": run.record.get("cases_run"), "kernels_s": run.record.get("kernels_s") or {}}
             for run in results.runs if isinstance(run.record.get("wall_s"), (int, float))]
 
 

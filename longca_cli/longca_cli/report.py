@@ -141,6 +141,13 @@ def time_lines(results: Results) -> list[str]:
         cases = f" ({t['cases_run']} cases measured)" if t.get("cases_run") is not None else ""
         out.append(f"**Time** of {t['results']}: {duration(t['wall_s'])} wall{cases}" + (f": {parts}" if parts else "")
                    + ".\n")
+        slowest = sorted(t["kernels_s"].items(), key=lambda item: -item[1].get("wall", 0.0))
+        if slowest:
+            out.append("By kernel, slowest first: " + "; ".join(
+                f"{name} {duration(p.get('wall', 0.0))} over {p.get('cases', 0)} "
+                f"case{'' if p.get('cases') == 1 else 's'} (timed "
+                f"{duration(p.get('timed', 0.0))}, compile {duration(p.get('compile', 0.0))})"
+                for name, p in slowest) + ".\n")
     return out
 
 

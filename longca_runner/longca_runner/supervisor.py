@@ -113,11 +113,13 @@ class Supervisor:
         self._process = self._conn = None
 
     def run(self, problem: Problem, options: RunOptions, timeout_s: float | None = None) -> ResultRow:
+        started = time.monotonic()
         try:
             return self._run(problem, options, timeout_s)
         finally:
             if self.clock:
                 self.clock.enter(None)
+                self.clock.case(problem.kernel, time.monotonic() - started)
 
     def _run(self, problem: Problem, options: RunOptions, timeout_s: float | None) -> ResultRow:
         check_timeout(timeout_s)
@@ -148,7 +150,7 @@ class Supervisor:
             if kind == "phase":
                 phase = payload
                 if self.clock:
-                    self.clock.enter(phase)
+                    self.clock.enter(phase, problem.kernel)
             elif kind == "deadline":  # the case's estimate (longca_runner.estimate) sets the default deadline
                 deadline_s = timeout_s or payload
             elif kind == "input":

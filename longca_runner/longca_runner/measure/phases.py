@@ -37,7 +37,8 @@ KINDS = ("compile", "reference", "check", "timed", "other")
 
 class PhaseClock:
     """Seconds per kind of phase over a run, from the phases its cases enter (`enter`), plus time added
-    whole (`add`: the prewarm's compilation); `wall_s` since the clock was made."""
+    whole (`add`: the prewarm's compilation); `wall_s` since the clock was made. Also per kernel
+    (`kernels`): each case's wall time and phases, so a slow run says which kernel's cases cost what."""
 
     def __init__(self) -> None:
         import time
@@ -45,15 +46,34 @@ class PhaseClock:
         self._now = time.monotonic
         self.started = self._now()
         self.seconds = dict.fromkeys(KINDS, 0.0)
+        self.kernels: dict[str, dict[str, float]] = {}
         self._phase: str | None = None
+        self._kernel: str | None = None
         self._since = self.started
 
-    def enter(self, phase: str | None) -> None:
-        """The case now in `phase` (None: between cases): the phase before it is counted."""
+    def enter(self, phase: str | None, kernel: str | None = None) -> None:
+        """The case (of `kernel`) now in `phase` (None: between cases): the phase before it is counted."""
         now = self._now()
         if self._phase is not None:
-            self.add(PHASE_KINDS.get(self._phase, "other"), now - self._since)
-        self._phase, self._since = phase, now
+            kind = PHASE_KINDS.get(self._phase, "other")
+            self.add(kind, now - self._since)
+            if self._kernel is not None:
+                self._of(self._kernel)[kind] += now - self._since
+        self._phase, self._kernel, self._since = phase, kernel, now
+
+    def case(self, kernel: str, seconds: float) -> None:
+        """One case of `kernel` took `seconds` from the supervisor's send to its row."""
+        self._of(kernel)["wall"] += seconds
+        self._of(kernel)["cases"] += 1
+
+    def _of(self, kernel: str) -> dict[str, float]:
+        return self.kernels.setdefault(kernel, dict.fromkeys(("cases", "wall", *KINDS), 0.0))
+
+    def kernel_summary(self) -> dict[str, dict[str, float]]:
+        """`kernels_s`: per kernel, its cases, their wall seconds and the seconds of each kind of phase
+        ("other": inside the cases, in no counted phase: start-up, inputs, messages)."""
+        return {name: {k: (int(v) if k == "cases" else round(v, 1)) for k, v in parts.items()}
+                for name, parts in self.kernels.items()}
 
     def add(self, kind: str, seconds: float) -> None:
         self.seconds[kind] += seconds
