@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The GPU half of the suite (`make test-gpu`'s selection) in six concurrent pytest processes, for a
+# machine that allows ten minutes a command (the device tool's H200): one GPU, many CPU cores, the
+# compile-heavy groups (fa4, flex) apart. Each group writes OUT/pytest-GROUP.log (-v: a line per test
+# as it finishes, so a group cut by the time limit still names what ran) and ends with its exit code.
+#
+# usage: LIM=520 bash scripts/gpu_tests_parallel.sh OUT      (LIM: seconds per group, default 540)
+# Reuse the bench's compile caches when it ran first on the same machine (TORCHINDUCTOR_CACHE_DIR,
+# TRITON_CACHE_DIR, FLASH_ATTENTION_CUTE_DSL_CACHE_DIR set the same way): the flex groups compile less.
+set -uo pipefail
+out=${1:?usage: scripts/gpu_tests_parallel.sh OUT}
+mkdir -p "$out"
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+selection="longca_gpu or gpu"
+limit=${LIM:-540}
+group() {
+  local name=$1; shift
+  ( start=$(date +%s)
+    timeout "$limit" python3 -m pytest -v -rfEs --tb=short -p no:cacheprovider -m "$selection" "$@" \
+      > "$out/pytest-$name.log" 2>&1
+    echo "exit $? after $(( $(date +%s) - start )) s" >> "$out/pytest-$name.log" ) &
+}
+group plugins-a plugins/cudnn plugins/fa2 plugins/fa2-sparse plugins/fa3 plugins/ffa plugins/flashinfer
+group plugins-fa4 plugins/fa4 plugins/flex-fa4
+group plugins-flex plugins/flex plugins/flashmask plugins/flex-sparse
+group plugins-b $(ls -d plugins/*/ | grep -vE "/(cudnn|fa2|fa2-sparse|fa3|ffa|flashinfer|fa4|flex-fa4|flex|flashmask|flex-sparse|template)/$")
+group tests-a $(ls tests/test_*.py | awk 'NR % 2 == 0')
+group tests-b $(ls tests/test_*.py | awk 'NR % 2 == 1') core/tests longca_cp longca_sim longca_flashplan longca_runner longca_testing
+wait
+for log in "$out"/pytest-*.log; do echo "== $log"; grep -E "^(=+ .*(passed|failed|error)|exit )" "$log" | tail -2; done
