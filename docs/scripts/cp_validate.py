@@ -3,6 +3,7 @@
     python docs/scripts/cp_validate.py            # compute, write the tables, check docs/cp-simulator.md
     python docs/scripts/cp_validate.py --write-doc   # the same, and put the summary into docs/cp-simulator.md
     python docs/scripts/cp_validate.py --quick --output DIR   # a small form (CI): a few rows and cells
+    python docs/scripts/cp_validate.py --held-out docs/results/h200x8 --output DIR   # held-out rows only (below)
 
 The protocol (what is fitted on what):
 - inner-kernel fits: one-GPU rows only (the H200 dense sweep and, when present, the short-segment
@@ -12,7 +13,10 @@ The protocol (what is fitted on what):
 - test data, never fitted on: every document CP row, every fa2-alone row, every world-size-1 row,
   every published cell (docs/cp-simulator/anchors-*.md, each file naming its setting on its first line),
   the published one-GPU kernel figures of the kernel check (docs/cp-simulator/kernel-h100.md) and the
-  H200 rows of Ulysses' inner call at the published shapes (docs/results/h200/ulysses-shapes).
+  H200 rows of Ulysses' inner call at the published shapes (docs/results/h200/ulysses-shapes);
+- held-out rows (`--held-out PATH`, e.g. the 8-GPU rows of docs/results/h200x8, issue 41): each priced with
+  the per-call overhead fitted on the two-GPU rows above and nothing else, written to
+  validation-held-out.md alone; they never enter a fit, a band or docs/cp-simulator.md.
 
 Writes docs/cp-simulator/validation-own.md, validation-published-NAME.md, validation-summary.md,
 validation.json and longca_sim/longca_sim/data/validation_bands.json (the out-of-sample error per regime
@@ -34,11 +38,12 @@ from typing import Any
 
 import numpy as np
 
+from longca.errors import LongcaError
 from longca.problem import Problem, build_mask
 from longca_cp.accounting import schedule_of
 from longca_sim.baselines import PublishedBaselines
 from longca_sim.calibrate import OVERHEAD_MASKS, call_overhead_misses, fit_call_overhead, row_problem, simulate_row
-from longca_sim.costmodel import DECLARED_SPEEDS, load_fits, pair_table, read_rows, table_features
+from longca_sim.costmodel import DECLARED_SPEEDS, kernel_fit, load_fits, pair_table, read_rows, table_features
 from longca_sim.simulate import MERGE_BYTES_MEASURED_ROWS, Grid, Pricing, default_pricing, harness_memory, simulate_grid
 from longca_sim.topology import preset
 
@@ -208,6 +213,63 @@ def own_rows(quick: bool) -> tuple[list[str], dict[str, Any], list[dict[str, Any
               f"{summary['w2_median_out']:.1f} %). "
               f"In sample ({summary['in_sample_rows']} rows): median abs error "
               f"{summary['in_sample_median']:.1f} %.", ""]
+    return lines, summary, out
+
+
+def held_out_rows(paths: list[Path], calibration: Path | None = None, fit_kernel: str | None = None,
+                  topology: str = "h200-sxm") -> tuple[list[str], dict[str, Any], list[dict[str, Any]]]:
+    """Rows held out of every model choice (issue 41's 8-GPU rows) against the simulator: each CP row priced
+    with its inner kernel's one-GPU fit and the per-call overhead fitted on the two-GPU rows of `OWN` only, each
+    kernel-alone row by its fit; `calibration`: a `longca comm-bench` file of the same machine for the links;
+    `fit_kernel`: price every row with that kernel's fit instead (a dry run on CPU rows, whose kernel has none)."""
+    fits, _ = load_fits()
+    dev = [r for r in read_rows(OWN) if r.get("status") == "ok" and r.get("direction") in ("fwd", "bwd")]
+    dev_pricing = default_pricing("fa2", preset(topology))
+    dev_pricing.merge_bytes = MERGE_BYTES_MEASURED_ROWS
+    overhead = fit_call_overhead(call_overhead_misses(dev, dev_pricing))  # the held-out rows take no part
+    topo = preset(topology).with_calibration(calibration) if calibration else preset(topology)
+    rows = [r for r in read_rows(paths) if r.get("status") == "ok" and r.get("direction") in ("fwd", "bwd")]
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        kernel = fit_kernel or row["kernel"]
+        entry: dict[str, Any] = {"world": row.get("world_size") or 1, "kernel": row["kernel"], "fit": kernel,
+                                 "strategy": row.get("strategy") or "alone", "mask": row["mask"],
+                                 "seqlen": row["seqlen"], "direction": row["direction"],
+                                 "measured_ms": row["ms_median"]}
+        if kernel not in fits:
+            entry["reason"] = f"no fit for {kernel} (fitted: {', '.join(sorted(fits))})"
+        elif row.get("strategy"):
+            pricing = Pricing(kernel_fit(fits, kernel, "fwd"), kernel_fit(fits, kernel, "bwd"), topo,
+                              calibration is not None, overhead)
+            entry["sim_ms"] = simulate_row({**row, "kernel": kernel}, pricing)["ms_median"]
+        else:
+            problem = row_problem({**row, "kernel": kernel})
+            fit = fits[kernel][row["direction"]]
+            entry["sim_ms"] = med([draw_price(fit, problem, i)[0] for i in range(max(1, row.get("samples") or 1))])
+        if "sim_ms" in entry:
+            entry["err"] = pct(entry["sim_ms"], row["ms_median"])
+        out.append(entry)
+    priced = [e for e in out if "err" in e]
+    summary = {"rows": len(out), "priced": len(priced), "within_10": sum(abs(e["err"]) <= 10 for e in priced),
+               "median_abs_err": med([abs(e["err"]) for e in priced]),
+               "comm": f"calibrated ({calibration})" if calibration else f"preset {topology}",
+               "call_overhead_ms": overhead, "fit_kernel": fit_kernel}
+    lines = ["# Validation (held out): measured rows no model was chosen on (generated by docs/scripts/cp_validate.py "
+             "--held-out; do not edit)", "",
+             f"Sources: {', '.join(str(p) for p in paths)}. Links: {summary['comm']}. Each CP row priced with its "
+             "inner kernel's one-GPU fit" + (f" (here every row with {fit_kernel}'s: a dry run)" if fit_kernel else "")
+             + ", its own mask draws, options and direction, and the per-call overhead fitted on longca's two-GPU "
+             f"full/causal rows only (fwd {overhead['fwd']:.4f} ms, bwd {overhead['bwd']:.4f} ms); these rows are "
+             "fitted on nothing.", "",
+             "| W | strategy | kernel | mask | S | dir | measured ms | simulated ms | error |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for e in out:
+        sim = f"{e['sim_ms']:.3f}" if "sim_ms" in e else e["reason"]
+        err = f"{e['err']:+.1f} %" if "err" in e else "-"
+        lines.append(f"| {e['world']} | {e['strategy']} | {e['kernel']} | {e['mask']} | {e['seqlen']} | "
+                     f"{e['direction']} | {e['measured_ms']:.3f} | {sim} | {err} |")
+    lines += ["", f"{summary['within_10']} of {summary['priced']} priced rows within 10 %, median abs error "
+              f"{summary['median_abs_err']:.1f} % ({summary['rows'] - summary['priced']} rows not priced).", ""]
     return lines, summary, out
 
 
@@ -780,8 +842,22 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few rows and cells (CI); no doc check")
     parser.add_argument("--output", type=Path, default=None, help="folder for the tables (default docs/cp-simulator)")
     parser.add_argument("--write-doc", action="store_true", help="put the summary block into docs/cp-simulator.md")
+    parser.add_argument("--held-out", type=Path, action="append", default=None,
+                        help="results folders held out of every model choice: only validation-held-out.md is written")
+    parser.add_argument("--calibration", type=Path, default=None,
+                        help="with --held-out: a comm-bench file of the same machine for the links")
+    parser.add_argument("--fit-kernel", default=None, help="with --held-out: price every row with this kernel's fit")
     args = parser.parse_args()
     out_dir = args.output or DOCS
+    if args.held_out:
+        try:
+            lines, summary, _ = held_out_rows(args.held_out, args.calibration, args.fit_kernel)
+        except LongcaError as exc:
+            raise SystemExit(f"cp_validate: {exc}") from None
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "validation-held-out.md").write_text("\n".join(lines) + "\n")
+        print(json.dumps(summary, indent=1, default=str))
+        return
     anchors = sorted(DOCS.glob("anchors-*.md"))
     if not anchors:
         raise SystemExit(f"cp_validate: no published figures (anchors-*.md) in {DOCS}")

@@ -25,7 +25,8 @@ def row_problem(row: dict[str, Any]) -> Problem:
     return Problem(kernel=row["kernel"], mask=row["mask"], seqlen=row["seqlen"], heads_q=row["heads_q"],
                    heads_kv=row["heads_kv"], head_dim=row["head_dim"], batch=row.get("batch") or 1,
                    dtype=row["dtype"], direction=row["direction"], device="cuda", sampler=row.get("sampler") or "auto",
-                   seed=row.get("seed") or 0, mask_params=row.get("mask_params") or {}, strategy=row.get("strategy"),
+                   sampler_params=row.get("sampler_params") or {}, seed=row.get("seed") or 0,
+                   mask_params=row.get("mask_params") or {}, strategy=row.get("strategy"),
                    world_size=row.get("world_size") or 1, strategy_options=row.get("strategy_options") or {})
 
 
