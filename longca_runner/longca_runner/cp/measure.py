@@ -28,6 +28,7 @@ from longca_runner.cp.check import compare, spot_compare
 from longca_runner.measure import (
     TOLERANCE,
     Phases,
+    Readback,
     RunOptions,
     Sample,
     check_mode,
@@ -105,7 +106,10 @@ def _sample(spec, problem: Problem, options: dict, inner, sample: int, run: RunO
     dout = spec.dispatch(dout_g, plan) if needs_grad else None
     step = checked_step(lambda: spec.attention(ql, kl, vl, plan), (ql, kl, vl), problem.direction, dout, phases,
                         "this rank's output")
-    timed = time_step(step, device, run.fixed(), before_timing=lambda: dist.barrier(group), phases=phases)
+    readback = Readback(None, keep=False)  # every timed call of this rank must give the same result
+    timed = time_step(step, device, run.fixed(), before_timing=lambda: dist.barrier(group), phases=phases,
+                      after=readback)
+    readback.verify()
     phases("gather")
     ranks = gather_timings(timed.times, timed.peak, prepare_ms, group, device)
     ms, iterations, peak, prepare_max, slowest = _reduce(ranks)
