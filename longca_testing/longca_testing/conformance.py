@@ -21,8 +21,9 @@ reference in the device's primary dtype: float32 on CPU, bfloat16 on CUDA, when 
 slices, whole and cropped as ring and all-gather strategies crop them), `cp_merge-DEV` (both
 primitives used as every CP strategy uses them: uneven query and key pieces, forward_lse on each,
 lse merge, backward_lse on each with the merged out and lse, summed gradients vs the reference),
-`timing-integrity-DEV` (the timed forward: no output cached per input buffer, no work past the
-timer, timers not patched, still right after timing; `timing_integrity.py`).
+`timing-integrity-DEV` (the timed forward on fresh inputs prepared again: no output cached per
+buffer or per value, no work past the timer, work that grows with the heads, timers not patched;
+`timing_integrity.py`, docs/timing-integrity.md).
 
 A claimed case must run and match the reference; the one exception is a refusal by the
 kernel's `supports(problem)` with a reason, for what a spec cannot declare per device (no
@@ -50,7 +51,7 @@ log = logging.getLogger(__name__)
 DEVICE_ORDER = {"cpu": ("float32", "bfloat16", "float16"), "cuda": ("bfloat16", "float16", "float32")}
 HEAD_DIM_PREFERENCE = (64, 128, 32, 96, 256)
 BLOCK_PREFERENCE = (64, 128)  # block-sparse masks: tokens per block
-OPTIONS = RunOptions(warmup=0, repeat=1, samples=1, check=True)
+OPTIONS = RunOptions(warmup=0, repeat=2, samples=1, check=True)  # two timed calls: their checksums must agree
 
 
 class ConformanceSkip(Exception):
