@@ -17,7 +17,7 @@ import pytest
 from longca.plugins import PluginInfo, load_registry
 from longca.problem import Problem
 from longca_runner import measure
-from longca_testing.conformance import Settings, check_timing_integrity
+from longca_testing.conformance import Settings, check_timing_integrity, check_work_scaling
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "gaming_kernels"))
 import longca_gaming_kernels as gaming  # noqa: E402
@@ -34,13 +34,15 @@ def registry():
     return registry
 
 
-def _integrity(registry, name: str) -> str:
-    """The failure message of the timing-integrity case, '' when it passes."""
-    try:
-        check_timing_integrity(name, "cpu", registry, Settings(variants=()))
-    except AssertionError as exc:
-        return str(exc)
-    return ""
+def _failures(registry, name: str) -> str:
+    """The failure messages of the timing-integrity and work-scaling cases, '' when both pass."""
+    messages = []
+    for case in (check_timing_integrity, check_work_scaling):
+        try:
+            case(name, "cpu", registry, Settings(variants=()))
+        except AssertionError as exc:
+            messages.append(str(exc))
+    return "\n".join(messages)
 
 
 OFF = "is off the reference"
@@ -60,14 +62,14 @@ GROWS = "does not do work that grows with the problem"
     ("game_in_prepare", (GROWS,)),
     ("game_sometimes_half", (OFF,)),
 ])
-def test_integrity_case_catches(registry, name, says):
-    message = _integrity(registry, name)
+def test_conformance_catches(registry, name, says):
+    message = _failures(registry, name)
     assert any(s in message for s in says), message
 
 
-@pytest.mark.parametrize("name", sorted(gaming.HONEST))
-def test_honest_twins_pass_the_integrity_case(registry, name):
-    assert _integrity(registry, name) == ""
+@pytest.mark.parametrize("name", sorted(gaming.HONEST) + ["reference", "sdpa", "torch"])
+def test_honest_twins_pass_the_conformance_cases(registry, name):
+    assert _failures(registry, name) == ""
 
 
 def _measured(registry, name: str, check="auto", seqlen=256, **options):
@@ -119,3 +121,15 @@ def test_lazy_output_is_an_error_row(registry):
 def test_honest_twins_measure_ok(registry, name):
     row = _measured(registry, name)
     assert row.status == "ok" and row.checked == "full", row
+
+
+def test_work_scaling_skips_a_kernel_refusing_more_heads(registry):
+    from dataclasses import replace
+
+    from longca_testing.conformance import ConformanceSkip
+
+    spec = replace(gaming.HONEST["honest_reused_buffer"], name="few_heads",
+                   supports=lambda p: "at most 8 heads" if p.heads_q > 8 else None)
+    registry._add("kernels", spec, PluginInfo(spec.name, "longca-gaming-kernels", "0", "tests"))
+    with pytest.raises(ConformanceSkip, match="16 heads refused: at most 8 heads"):
+        check_work_scaling("few_heads", "cpu", registry, Settings(variants=()))

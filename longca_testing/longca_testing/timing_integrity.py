@@ -11,10 +11,12 @@ step and timer (`make_step`, `time_ms`, no_grad as in every fwd row), and (docs/
   (work left on a thread or a side stream fails); an output buffer the next call reuses is legal;
 - calls repeated on inputs the kernel has seen take about as long as calls on inputs it has not
   (an output cached per buffer, per version, per a hash of the values, fails);
-- four times the heads (four times the FLOPs) takes clearly longer (a result made in `prepare`,
-  or work that does not grow with the problem, fails);
 - the timer, `time.perf_counter`, `torch.cuda.Event` and `torch.cuda.synchronize` are the
   originals after the kernel was imported, prepared and run.
+
+Conformance case `work-scaling-DEV` (`check_work`): four times the heads (four times the FLOPs)
+takes clearly longer (a result made in `prepare`, or work that does not grow with the problem,
+fails).
 
 The two timing comparisons judge ratios of the fastest calls with wide margins (a cheat is off by
 10x and more, an honest kernel by a few tens of percent) and are measured again, with new inputs,
@@ -185,10 +187,10 @@ def check_seen_inputs(spec: KernelSpec, problem: Problem, mask: Any, describe: C
                                         f"loop's repeats are not doing the work")
 
 
-def work_problems(spec: KernelSpec, problem: Problem, registry: Registry) -> tuple[Problem, Problem] | None:
-    """The small and the large (SCALE x the heads) problem of the work check, None if refused: on a
-    plain mask where claimed (a document mask's per-slice overhead hides the heads' work at the
-    suite's sizes), past launch-bound sizes on a GPU."""
+def work_problems(spec: KernelSpec, problem: Problem, registry: Registry) -> tuple[Problem, Problem] | str:
+    """The small and the large (SCALE x the heads) problem of the work check, or why the kernel
+    refuses them: on a plain mask where claimed (a document mask's per-slice overhead hides the
+    heads' work at the suite's sizes), past launch-bound sizes on a GPU."""
     claimed = registry.claimed_masks(spec.masks)
     small = problem.with_(mask=next((m for m in WORK_MASKS if m in claimed), problem.mask), mask_params={})
     if small.mask == problem.mask:
@@ -196,26 +198,23 @@ def work_problems(spec: KernelSpec, problem: Problem, registry: Registry) -> tup
     if problem.device_type == "cuda":
         small = small.with_(seqlen=CUDA_WORK_SEQLEN, heads_q=CUDA_WORK_HEADS, heads_kv=CUDA_WORK_HEADS)
     large = small.with_(heads_q=small.heads_q * SCALE, heads_kv=small.heads_kv * SCALE)
-    if any(refusal(spec, p) for p in (small, large)):
-        return None
-    return small, large
+    refused = refusal(spec, small) or refusal(spec, large)
+    return (small, large) if refused is None else f"{small.heads_q * SCALE} heads refused: {refused}"
 
 
-def check_work_grows(spec: KernelSpec, problem: Problem, registry: Registry,
-                     describe: Callable[[Problem], str]) -> None:
-    """SCALE x the FLOPs takes more than GROWTH x the time: the work is done in the timed call."""
-    pair = work_problems(spec, problem, registry)
-    if pair is None:
-        return  # the kernel refuses the larger heads: nothing to compare (the other checks still ran)
-    small, large = pair
-    masks = {label: build_mask(p, 0, registry) for label, p in (("small", small), ("large", large))}
-    if any(measure.mask_refusal(spec, p, masks[label]) for label, p in (("small", small), ("large", large))):
-        return
+def check_work_grows(spec: KernelSpec, small: Problem, large: Problem, registry: Registry,
+                     describe: Callable[[Problem], str]) -> str | None:
+    """SCALE x the FLOPs (`work_problems`) takes more than GROWTH x the time: the work is done in the
+    timed call. Returns why the kernel refused a built mask (nothing compared), else None."""
+    masks = {"small": build_mask(small, 0, registry), "large": build_mask(large, 0, registry)}
+    refused = measure.mask_refusal(spec, small, masks["small"]) or measure.mask_refusal(spec, large, masks["large"])
+    if refused:
+        return refused
 
     def sides() -> dict[str, Callable[[], object]]:
         return {"small": Inputs(spec, small, masks["small"]).call, "large": Inputs(spec, large, masks["large"]).call}
 
-    ratio = _fastest(sides, torch.device(problem.device), lambda t: t["large"] / max(t["small"], 1e-9),
+    ratio = _fastest(sides, torch.device(small.device), lambda t: t["large"] / max(t["small"], 1e-9),
                      lambda x: x > GROWTH)
     if not ratio > GROWTH:
         raise _fault(describe, large, f"{SCALE}x the heads ({SCALE}x the FLOPs) took {ratio:.2f}x the time of "
@@ -223,6 +222,7 @@ def check_work_grows(spec: KernelSpec, problem: Problem, registry: Registry,
                                       f"more than {GROWTH:g}x required, fastest of {REPEATS} calls, {ATTEMPTS} "
                                       f"tries): the timed call does not do work that grows with the problem (a "
                                       f"result made in prepare, or work skipped)")
+    return None
 
 
 def check(spec: KernelSpec, problem: Problem, registry: Registry, describe: Callable[[Problem], str]) -> None:
@@ -235,7 +235,15 @@ def check(spec: KernelSpec, problem: Problem, registry: Registry, describe: Call
         if tampered:
             raise _fault(describe, problem, "after import, prepare and run, the timers are not the originals: "
                          + "; ".join(tampered))
-        check_work_grows(spec, problem, registry, describe)
+    finally:
+        _alive.clear()
+
+
+def check_work(spec: KernelSpec, small: Problem, large: Problem, registry: Registry,
+               describe: Callable[[Problem], str]) -> str | None:
+    """The `work-scaling-DEV` case (`check_work_grows`); returns a refusal's reason, else None."""
+    try:
+        return check_work_grows(spec, small, large, registry, describe)
     finally:
         _alive.clear()
 
