@@ -133,3 +133,40 @@ def test_work_scaling_skips_a_kernel_refusing_more_heads(registry):
     registry._add("kernels", spec, PluginInfo(spec.name, "longca-gaming-kernels", "0", "tests"))
     with pytest.raises(ConformanceSkip, match="16 heads refused: at most 8 heads"):
         check_work_scaling("few_heads", "cpu", registry, Settings(variants=()))
+
+
+CP_MODULE = "longca_gaming_cp"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gaming_kernels"
+
+
+def test_the_cp_cheat_would_pass_on_seeded_inputs():
+    """What makes `regenerates_kv` a cheat: the K/V it makes are exactly the seeded inputs."""
+    import torch
+
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        import longca_gaming_cp as cheat
+    finally:
+        sys.path.remove(str(FIXTURES))
+    from longca.problem import make_inputs
+
+    problem = Problem(kernel="reference", mask="causal", seqlen=64, heads_q=4, heads_kv=2, head_dim=16,
+                      dtype="float32", strategy="regenerates_kv", world_size=2, seed=3)
+    plan = type("Plan", (), {"problem": problem})()
+    _, k, v = make_inputs(problem)
+    assert all(torch.equal(a, b) for a, b in zip(cheat._regenerated(plan), (k, v), strict=True))
+
+
+@pytest.mark.slow  # spawns 2 gloo ranks
+def test_cp_strategy_regenerating_other_ranks_kv_fails_its_suite():
+    from longca_testing.strategy_suite import check_strategy, register_modules
+
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        registry = load_registry()
+        register_modules(registry, (CP_MODULE,))
+        report = check_strategy("regenerates_kv", registry, world_sizes=(2,), plugin_modules=(CP_MODULE,))
+    finally:
+        sys.path.remove(str(FIXTURES))
+    assert set(report.failures) == {"world-2"}, report.summary()
+    assert "mask causal at 2 ranks: relative errors out" in report.failures["world-2"], report.failures["world-2"]

@@ -76,9 +76,9 @@ def rank_checks(device: str, name: str, problems: list[dict], plugin_modules: tu
     import torch.distributed as dist
 
     from longca.capability import strategy_unsupported as unsupported
-    from longca.problem import Problem, build_mask, make_inputs
+    from longca.problem import Problem, build_mask
     from longca_cp.inner import inner_kernel
-    from longca_runner.cp.check import outputs
+    from longca_runner.cp.check import outputs, secret_inputs
     from longca_runner.cp.measure import resolve
     from longca_runner.measure import rel_err, seeded_dout
 
@@ -105,7 +105,7 @@ def rank_checks(device: str, name: str, problems: list[dict], plugin_modules: tu
                 problem, options, forward_only = fwd, fwd_options, reason
             mask = build_mask(problem, 0, registry)
             plan = spec.prepare(problem, mask, inner_kernel(problem, registry), dist.group.WORLD, options)
-            q, k, v = make_inputs(problem)
+            q, k, v = secret_inputs(problem)  # a strategy cannot regenerate other ranks' K/V from the seed
             both = outputs(spec, plan, problem, mask, q, k, v, None if forward_only else seeded_dout(problem))
             x = torch.randn(q.shape, generator=torch.Generator().manual_seed(5))
             back = spec.undispatch(spec.dispatch(x, plan), plan)

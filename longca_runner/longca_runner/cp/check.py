@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import secrets
 import traceback
 from typing import Any
 
@@ -15,6 +16,18 @@ from longca_cp.inner import inner_kernel
 from longca_runner.measure import rel_err, seeded_dout
 
 log = logging.getLogger(__name__)
+
+
+def secret_inputs(problem: Problem, group=None, sample: int = 0, requires_grad: bool = False):
+    """Global q, k, v of the problem's shapes from a seed rank 0 draws from the OS and broadcasts:
+    the same on every rank, but not derivable from the problem, so a strategy that regenerated the
+    other ranks' K/V from the seeded inputs instead of communicating them computes on other values
+    and fails its check (docs/timing-integrity.md). Collective."""
+    group = group or dist.group.WORLD
+    device = torch.device(problem.device)
+    seed = torch.tensor([secrets.randbits(31) if dist.get_rank(group) == 0 else 0], dtype=torch.int64, device=device)
+    dist.broadcast(seed, src=dist.get_global_rank(group, 0), group=group)
+    return make_inputs(problem.with_(seed=int(seed.item())), sample, requires_grad)
 
 
 def outputs(spec, plan, problem: Problem, mask, q, k, v, dout: torch.Tensor | None):
@@ -74,7 +87,7 @@ def check_problem(problem: Problem, options: dict[str, Any], group=None,
     mask = build_mask(problem, sample, registry)
     resolved = spec.resolve_options(problem, options) if spec.resolve_options else dict(options)
     plan = spec.prepare(problem, mask, inner, group, resolved)
-    q, k, v = make_inputs(problem, sample)
+    q, k, v = secret_inputs(problem, group, sample)
     dout = seeded_dout(problem, sample) if problem.direction != "fwd" else None
     return compare(spec, plan, problem, mask, q, k, v, dout)
 

@@ -19,12 +19,12 @@ import torch.distributed as dist
 from longca.errors import LongcaError, UnsupportedError
 from longca.flops import problem_flops
 from longca.plugins import Registry, get_registry
-from longca.problem import Problem, make_inputs
+from longca.problem import Problem
 from longca.results import ResultRow, new_row
 from longca_cp.accounting import balance, balance_of, median_balance, rank_totals
 from longca_cp.inner import inner_kernel
 from longca_cp.schedule import capturing
-from longca_runner.cp.check import compare, spot_compare
+from longca_runner.cp.check import compare, secret_inputs, spot_compare
 from longca_runner.measure import (
     TOLERANCE,
     Phases,
@@ -97,7 +97,7 @@ def _sample(spec, problem: Problem, options: dict, inner, sample: int, run: RunO
     if refusal:
         raise UnsupportedError(f"inner kernel {problem.kernel}: {refusal}")
     phases("inputs")
-    q, k, v = make_inputs(problem, sample)
+    q, k, v = secret_inputs(problem, group, sample)  # not derivable from the seed: K/V must be communicated
     phases("prepare")
     with capturing() as built:  # the schedule prepare builds its plan from: the row's accounting reuses it
         prepare_ms, plan = host_ms(lambda: spec.prepare(problem, mask, inner, group, options), device)
