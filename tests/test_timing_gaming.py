@@ -170,3 +170,20 @@ def test_cp_strategy_regenerating_other_ranks_kv_fails_its_suite():
         sys.path.remove(str(FIXTURES))
     assert set(report.failures) == {"world-2"}, report.summary()
     assert "mask causal at 2 ranks: relative errors out" in report.failures["world-2"], report.failures["world-2"]
+
+
+@pytest.mark.slow  # spawns 2 gloo ranks
+def test_cp_strategy_whose_accounting_leaves_out_transfers_fails_its_suite():
+    from longca_testing.strategy_suite import check_strategy, register_modules
+
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        registry = load_registry()
+        register_modules(registry, (CP_MODULE,))
+        report = check_strategy("underaccounts", registry, world_sizes=(2,), plugin_modules=(CP_MODULE,))
+    finally:
+        sys.path.remove(str(FIXTURES))
+    assert set(report.failures) == {"world-2"}, report.summary()
+    message = report.failures["world-2"]
+    assert "bytes moved differ from the accounting: rank 0's bwd moved" in message, message
+    assert "relative errors" not in message, message  # its numbers are right: only its accounting is not

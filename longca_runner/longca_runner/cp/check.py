@@ -4,6 +4,8 @@ from __future__ import annotations
 import logging
 import secrets
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -30,15 +32,39 @@ def secret_inputs(problem: Problem, group=None, sample: int = 0, requires_grad: 
     return make_inputs(problem.with_(seed=int(seed.item())), sample, requires_grad)
 
 
-def outputs(spec, plan, problem: Problem, mask, q, k, v, dout: torch.Tensor | None):
+def _recorded(moved: dict[str, list] | None, phase: str):
+    """`comm.recording` of one pass into `moved[phase]`, or nothing when `moved` is None."""
+    from contextlib import nullcontext
+
+    from longca_cp.comm import recording
+
+    if moved is None:
+        return nullcontext()
+
+    @contextmanager
+    def into() -> Iterator[None]:
+        with recording() as ledger:
+            yield
+            moved[phase] = list(ledger)
+
+    return into()
+
+
+def outputs(spec, plan, problem: Problem, mask, q, k, v, dout: torch.Tensor | None,
+            moved: dict[str, list] | None = None):
     """(got, want): the strategy's global out (and dq, dk, dv when `dout`) and the reference's; on rank 0,
-    else None. Collective: every rank of the plan's group calls it with the same global tensors."""
+    else None. Collective: every rank of the plan's group calls it with the same global tensors.
+    `moved`, where given, gets this rank's transfers of the forward and backward (`comm.recording`:
+    not dispatch and undispatch, which no schedule accounts)."""
     backward = dout is not None
     local = [spec.dispatch(t.detach(), plan).detach().requires_grad_(backward) for t in (q, k, v)]
-    out_l = spec.attention(*local, plan)
+    with _recorded(moved, "fwd"):
+        out_l = spec.attention(*local, plan)
     got = {"out": spec.undispatch(out_l, plan)}
     if backward:
-        grads = torch.autograd.grad(out_l, local, spec.dispatch(dout, plan))
+        dout_l = spec.dispatch(dout, plan)
+        with _recorded(moved, "bwd"):
+            grads = torch.autograd.grad(out_l, local, dout_l)
         got.update({f"d{n}": spec.undispatch(g, plan) for n, g in zip("qkv", grads, strict=True)})
     if dist.get_rank(plan.group) != 0:
         return None
