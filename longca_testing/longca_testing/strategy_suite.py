@@ -8,10 +8,11 @@ every claimed static mask (fwd and bwd through the `reference` inner kernel, or 
 that names its own kernels in `inner_kernels`, documents ragged),
 and checks that `undispatch(dispatch(x))` gives `x` back. The inputs come from a seed rank 0
 draws in secret (a strategy must communicate K/V, not regenerate them), and for a strategy with a
-`schedule` the bytes its passes move through `longca_cp.comm` must be what the schedule accounts. A mask refused by `supports()` with a
-reason is listed, not failed, unless every mask is refused; one refused only for its backward (a
-kernel with no backward on CPU) is checked forward: out and the round trip. Strategies not installed yet can be
-checked from their module: `plugin_modules=("my_package.cp_hooks",)`.
+`schedule` the bytes its passes move through `longca_cp.comm` must be what the schedule accounts.
+A mask refused by `supports()` with a reason is listed, not failed, unless every mask is refused;
+one refused only for its backward (a kernel with no backward on CPU) is checked forward: out and
+the round trip. Strategies not installed yet can be checked from their module:
+`plugin_modules=("my_package.cp_hooks",)`.
 """
 from __future__ import annotations
 

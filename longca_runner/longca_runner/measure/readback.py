@@ -38,10 +38,12 @@ def result_tensors(result: Any) -> tuple[torch.Tensor, ...]:
 class Readback:
     """The timers' `after` hook: checksums of every timed call, a copy of the result of one, drawn
     from the OS (not from the case's seed) among the first `repeat` (adaptive counts: MIN_REPEAT,
-    the fewest calls they make) when `keep`."""
+    the fewest calls they make) when `keep`; only its output where `output_only` (a spot check
+    reads no gradients: no copies of dq, dk, dv at the sizes that are spot-checked)."""
 
-    def __init__(self, repeat: int | None, keep: bool = True):
+    def __init__(self, repeat: int | None, keep: bool = True, output_only: bool = False):
         self.keep = secrets.randbelow(repeat or MIN_REPEAT) if keep else None
+        self.output_only = output_only
         self.sums: list[torch.Tensor] = []
         self.kept: tuple[torch.Tensor, ...] | None = None
 
@@ -51,7 +53,7 @@ class Readback:
             self.sums.append(torch.stack([s for t in tensors for s in (
                 t.detach().sum(dtype=torch.float32), torch.linalg.vector_norm(t.detach(), 1, dtype=torch.float32))]))
             if len(self.sums) - 1 == self.keep:  # a copy: a buffer the next call reuses is legal
-                self.kept = tuple(t.detach().clone() for t in tensors)
+                self.kept = tuple(t.detach().clone() for t in (tensors[:1] if self.output_only else tensors))
 
     def verify(self) -> None:
         """Raise KernelFailure when a timed call's checksums differ from the kept (or first) call's."""
