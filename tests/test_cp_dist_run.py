@@ -86,6 +86,7 @@ def test_dist_run_under_torchrun():
     assert [(r["strategy"], r["status"], r["world_size"]) for r in rows] == [("ring-p2p", "ok", 2),
                                                                             ("ring-allgather", "ok", 2)]
     assert max(r["rel_err"] for r in rows) < 1e-5
+    assert all(r["matmul_peak_tflops"] > 0 and r["matmul_peak_shape"] for r in rows)  # gated as sweep rows are
 
 
 def test_dist_run_on_two_node_agents():

@@ -76,6 +76,7 @@ def dist_run(
     from longca_runner.cp.cases import measure_cases
     from longca_runner.cp.launch import DEFAULT_TIMEOUT_S
     from longca_runner.cp.request import dist_run as resolve_run
+    from longca_runner.integrity import Stamper
     from longca_runner.measure import RunOptions
     from longca_runner.outdir import OutputFolder
     from longca_runner.supervisor import check_timeout
@@ -88,8 +89,16 @@ def dist_run(
     rank0 = int(os.environ.get("RANK", "0")) == 0
     with OutputFolder(output) if output and rank0 else contextlib.nullcontext() as folder:  # checked first
         writer = ResultsWriter(folder.results) if folder else None
+        stamp = Stamper(problem.device) if rank0 else None  # as a sweep's rows: peaks, datasheet, the gate
+
+        def on_row(_, row) -> None:
+            if stamp:
+                stamp(row)
+            if writer:
+                writer.keep(row)
+
         ordered = measure_cases(asked.problems, run, asked.backend, timeout or DEFAULT_TIMEOUT_S, timeout,
-                                on_row=lambda _, row: writer.keep(row) if writer else None)
+                                on_row=on_row)
     if not rank0:
         return
     _show(ordered, fmt)

@@ -181,6 +181,7 @@ def run(
     _check_format(fmt)
     from longca.given import problem_from
     from longca.results import ResultsWriter
+    from longca_runner.integrity import Stamper
     from longca_runner.measure import RunOptions
     from longca_runner.outdir import OutputFolder
     from longca_runner.supervisor import Supervisor
@@ -209,6 +210,7 @@ def run(
     with OutputFolder(output) if output else contextlib.nullcontext() as folder, Supervisor() as supervisor, \
             render.running(f"running {problem.kernel} {problem.mask} {problem.seqlen}", show=big):
         row = supervisor.run(problem, options, timeout)  # the output folder is checked and locked first
+        Stamper(problem.device)(row)  # peaks, datasheet and the plausibility gate, as a sweep's rows
         writer = ResultsWriter(folder.results) if folder else None
         if writer:
             writer.keep(row)

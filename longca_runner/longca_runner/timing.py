@@ -39,6 +39,10 @@ def synchronize(device: torch.device) -> None:
 # calls, or until the calls so far took MAX_TIMED_S (a slow case is precise after a few calls)
 MIN_REPEAT, MAX_REPEAT, ROUND, CI_TARGET, MAX_TIMED_S = 5, 100, 5, 0.01, 2.0
 
+# hears each timed call's result right after its timer stopped (outside the timed region): the
+# measurement reads every timed call's output back (`longca_runner.measure.readback.Readback`)
+After = Callable[[object], None] | None
+
 
 def median_interval(times: list[float]) -> tuple[float, float]:
     """A distribution-free 95 % interval of the median: the order statistics at n/2 -+ 1.96 sqrt(n)/2
@@ -68,22 +72,27 @@ def until_precise(timer: Callable[[int], list[float]], repeat: int | None) -> li
 
 
 def time_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, repeat: int | None = 20,
-            flush_l2: bool = True) -> list[float]:
-    """Milliseconds of each of `repeat` calls of fn (None: `until_precise`), after `warmup` untimed calls."""
+            flush_l2: bool = True, after: After = None) -> list[float]:
+    """Milliseconds of each of `repeat` calls of fn (None: `until_precise`), after `warmup` untimed calls;
+    `after` gets each timed call's result right after its timer stopped."""
     for _ in range(warmup):
         fn()
     synchronize(device)
-    return until_precise(lambda n: _timed_calls(fn, device, n, flush_l2), repeat)
+    return until_precise(lambda n: _timed_calls(fn, device, n, flush_l2, after), repeat)
 
 
-def _timed_calls(fn: Callable[[], object], device: torch.device, repeat: int, flush_l2: bool) -> list[float]:
-    """`repeat` timed calls: the host clock on a CPU, CUDA events (L2 flushed before each) on a GPU."""
+def _timed_calls(fn: Callable[[], object], device: torch.device, repeat: int, flush_l2: bool,
+                 after: After = None) -> list[float]:
+    """`repeat` timed calls: the host clock on a CPU, CUDA events (L2 flushed before each) on a GPU;
+    `after` reads each result once its timer stopped (on CUDA, stream-ordered after the end event)."""
     if device.type != "cuda":
         times = []
         for _ in range(repeat):
             start = time.perf_counter()
-            fn()
+            result = fn()
             times.append((time.perf_counter() - start) * 1e3)
+            if after is not None:
+                after(result)
         return times
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
@@ -91,8 +100,10 @@ def _timed_calls(fn: Callable[[], object], device: torch.device, repeat: int, fl
         if flush_l2:
             _flush(device)
         start_event.record()
-        fn()
+        result = fn()
         end_event.record()
+        if after is not None:
+            after(result)
     torch.cuda.synchronize(device)
     return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
 
@@ -162,11 +173,12 @@ def check_timing(mode: str, device: str) -> None:
 
 
 def time_graph_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, repeat: int | None = 20,
-                  flush_l2: bool = True) -> list[float]:
+                  flush_l2: bool = True, after: After = None) -> list[float]:
     """Milliseconds of `repeat` replays of fn captured once in a CUDA graph, each timed with events,
     the L2 flushed before each replay (outside the graph). A step that cannot be captured (host
     synchronisation, allocations the graph cannot hold, a library that refuses capture) raises
-    UnsupportedError with the reason: its row says why, the sweep goes on."""
+    UnsupportedError with the reason: its row says why, the sweep goes on. `after` reads the graph's
+    own output buffers after each replay (every replay writes them)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize(device)
@@ -178,7 +190,7 @@ def time_graph_ms(fn: Callable[[], object], device: torch.device, warmup: int = 
             fn()
         torch.cuda.current_stream(device).wait_stream(side)
         with torch.cuda.graph(graph):
-            fn()
+            static = fn()
     except Exception as exc:  # noqa: BLE001 - every capture failure is the row's reason
         torch.cuda.synchronize(device)
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -192,6 +204,8 @@ def time_graph_ms(fn: Callable[[], object], device: torch.device, warmup: int = 
             start_event.record()
             graph.replay()
             end_event.record()
+            if after is not None:
+                after(static)
         torch.cuda.synchronize(device)
         return [s.elapsed_time(e) for s, e in pairs]
 
@@ -209,7 +223,7 @@ def device_ms(events: Any, cuda: bool) -> float:
 
 
 def time_profiler_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, repeat: int | None = 20,
-                     flush_l2: bool = True) -> list[float]:
+                     flush_l2: bool = True, after: After = None) -> list[float]:
     """Device time of each of `repeat` calls from torch.profiler: the L2 flush runs before the
     profiled region, so it is never counted; launch gaps and host work between kernels are not
     counted either (what events include and this excludes is the harness's and the launch cost)."""
@@ -227,17 +241,19 @@ def time_profiler_ms(fn: Callable[[], object], device: torch.device, warmup: int
                 _flush(device)
                 synchronize(device)
             with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
-                fn()
+                result = fn()
                 synchronize(device)
             times.append(device_ms(prof.events(), cuda))
+            if after is not None:
+                after(result)
         return times
 
     return until_precise(profiled, repeat)
 
 
 def time_by_mode(mode: str, fn: Callable[[], object], device: torch.device, warmup: int = 5, repeat: int | None = 20,
-                 flush_l2: bool = True) -> list[float]:
-    """Milliseconds of each timed call in one of TIMING_MODES (events: `time_ms`)."""
+                 flush_l2: bool = True, after: After = None) -> list[float]:
+    """Milliseconds of each timed call in one of TIMING_MODES (events: `time_ms`); `after` as there."""
     check_timing(mode, str(device))
     timer = {"events": time_ms, "cuda_graph": time_graph_ms, "profiler": time_profiler_ms}[mode]
-    return timer(fn, device, warmup, repeat, flush_l2)
+    return timer(fn, device, warmup, repeat, flush_l2, after)

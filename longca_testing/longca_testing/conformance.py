@@ -21,8 +21,10 @@ reference in the device's primary dtype: float32 on CPU, bfloat16 on CUDA, when 
 slices, whole and cropped as ring and all-gather strategies crop them), `cp_merge-DEV` (both
 primitives used as every CP strategy uses them: uneven query and key pieces, forward_lse on each,
 lse merge, backward_lse on each with the merged out and lse, summed gradients vs the reference),
-`timing-integrity-DEV` (the timed forward: no output cached per input buffer, no work past the
-timer, timers not patched, still right after timing; `timing_integrity.py`).
+`timing-integrity-DEV` (the timed forward on fresh inputs prepared again: no output cached per
+buffer or per value, no work past the timer, work that grows with the heads, timers not patched;
+`timing_integrity.py`, docs/timing-integrity.md), `work-scaling-DEV` (four times the heads take
+clearly longer: the timed call does work that grows with the problem).
 
 A claimed case must run and match the reference; the one exception is a refusal by the
 kernel's `supports(problem)` with a reason, for what a spec cannot declare per device (no
@@ -50,7 +52,7 @@ log = logging.getLogger(__name__)
 DEVICE_ORDER = {"cpu": ("float32", "bfloat16", "float16"), "cuda": ("bfloat16", "float16", "float32")}
 HEAD_DIM_PREFERENCE = (64, 128, 32, 96, 256)
 BLOCK_PREFERENCE = (64, 128)  # block-sparse masks: tokens per block
-OPTIONS = RunOptions(warmup=0, repeat=1, samples=1, check=True)
+OPTIONS = RunOptions(warmup=0, repeat=2, samples=1, check=True)  # two timed calls: their checksums must agree
 
 
 class ConformanceSkip(Exception):
@@ -618,6 +620,32 @@ def check_timing_integrity(name: str, device: str, registry: Registry, settings:
     return []
 
 
+def check_work_scaling(name: str, device: str, registry: Registry, settings: Settings) -> list[dict]:
+    """Four times the heads take clearly longer to run: the timed forward does the work it is
+    credited with (`longca_testing.timing_integrity.check_work`)."""
+    from longca.errors import UnsupportedError
+    from longca_testing import timing_integrity
+
+    _need_device(device)
+    spec = _kernel(registry, name)
+    _need_available(spec)
+    problem = small_problem(spec, variant_mask(spec, registry), "fwd", device, registry=registry, settings=settings)
+    pair = timing_integrity.work_problems(spec, problem, registry)
+    if isinstance(pair, str):
+        raise ConformanceSkip(f"{_describe(problem)}: {pair}")
+    try:
+        refused = timing_integrity.check_work(spec, *pair, registry, _describe)
+    except UnsupportedError as exc:
+        refused = str(exc)
+    except AssertionError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a kernel that raises here fails the case with its reason
+        raise AssertionError(f"{_describe(pair[1])}: the timed forward raised {type(exc).__name__}: {exc}") from None
+    if refused:
+        raise ConformanceSkip(f"{_describe(pair[1])}: refused once the mask was built: {refused}")
+    return []
+
+
 # ---------------------------------------------------------------- the suite
 
 
@@ -656,6 +684,8 @@ def conformance_cases(kernel: str, registry: Registry | None = None, devices: tu
                   for w in declared]
         cases.append(Case(f"timing-integrity-{dev}", kernel,
                           partial(check_timing_integrity, kernel, dev, settings=settings), dev))
+        cases.append(Case(f"work-scaling-{dev}", kernel, partial(check_work_scaling, kernel, dev, settings=settings),
+                          dev))
     return cases
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from longca.masks import slices as sl
 from longca.masks.mask import Mask
 from longca.plugins import Registry, get_registry
+from longca.problem import Problem
 from longca.specs import MASK_KINDS, MaskSpec
 from longca_testing.builders import build_mask
 from longca_testing.conformance import Case, Report, common_spec_problems, kind_cases, registered_spec, run_cases
@@ -156,16 +157,33 @@ def check_forms(name: str, registry: Registry) -> list[dict]:
         bounds = mask.flashmask_bounds()
     except ValueError:
         bounds = None  # not expressible as two masked row intervals per key column
-    if bounds is None and _flashmask_claims(name, registry):
+    if bounds is None and _flashmask_claims(name, mask, registry):
         raise AssertionError(f"{where}: a FlashMask kernel claims this mask but it has no FlashMask bounds")
     if bounds is not None and not np.array_equal(_flashmask_dense(bounds, seqlen), dense):
         raise AssertionError(f"{where}: the FlashMask bounds describe another mask than the slices")
     return []
 
 
-def _flashmask_claims(name: str, registry: Registry) -> bool:
+def _flashmask_claims(name: str, mask: Mask, registry: Registry) -> bool:
+    """Whether the FlashMask kernel truly claims this mask: by name, or by a wildcard (`any:static`)
+    whose `supports_mask` accepts it. A wildcard means "every mask of this kind I can express": the
+    kernel refuses the others with a reason, and a mask it refuses is not at fault for it (nor is a
+    mask another plugin's broken `supports_mask` raises on)."""
     entry = registry.entries["kernels"].get("flashmask")
-    return entry is not None and name in registry.claimed_masks(entry.spec.masks)
+    if entry is None:
+        return False
+    spec = entry.spec
+    if name in spec.masks:
+        return True
+    if name not in registry.claimed_masks(spec.masks):
+        return False
+    if spec.supports_mask is None:
+        return True
+    problem = Problem(kernel=spec.name, mask=name, seqlen=mask.seqlen, heads_q=HEADS[0], heads_kv=HEADS[1])
+    try:
+        return spec.supports_mask(problem, mask) is None
+    except Exception:  # noqa: BLE001 - the kernel's fault, judged by its own suite
+        return False
 
 
 def mask_conformance_cases(name: str, registry: Registry | None = None) -> list[Case]:

@@ -6,10 +6,13 @@ claims, output and gradients against the single-device reference, dispatch/undis
 Cases: `registered`, `spec`, then `world-W` per world size: one process group of W ranks runs
 every claimed static mask (fwd and bwd through the `reference` inner kernel, or `inner=` for a strategy
 that names its own kernels in `inner_kernels`, documents ragged),
-and checks that `undispatch(dispatch(x))` gives `x` back. A mask refused by `supports()` with a
-reason is listed, not failed, unless every mask is refused; one refused only for its backward (a
-kernel with no backward on CPU) is checked forward: out and the round trip. Strategies not installed yet can be
-checked from their module: `plugin_modules=("my_package.cp_hooks",)`.
+and checks that `undispatch(dispatch(x))` gives `x` back. The inputs come from a seed rank 0
+draws in secret (a strategy must communicate K/V, not regenerate them), and for a strategy with a
+`schedule` the bytes its passes move through `longca_cp.comm` must be what the schedule accounts.
+A mask refused by `supports()` with a reason is listed, not failed, unless every mask is refused;
+one refused only for its backward (a kernel with no backward on CPU) is checked forward: out and
+the round trip. Strategies not installed yet can be checked from their module:
+`plugin_modules=("my_package.cp_hooks",)`.
 """
 from __future__ import annotations
 
@@ -76,9 +79,10 @@ def rank_checks(device: str, name: str, problems: list[dict], plugin_modules: tu
     import torch.distributed as dist
 
     from longca.capability import strategy_unsupported as unsupported
-    from longca.problem import Problem, build_mask, make_inputs
+    from longca.problem import Problem, build_mask
+    from longca_cp.accounting import schedule_of
     from longca_cp.inner import inner_kernel
-    from longca_runner.cp.check import outputs
+    from longca_runner.cp.check import outputs, secret_inputs
     from longca_runner.cp.measure import resolve
     from longca_runner.measure import rel_err, seeded_dout
 
@@ -105,8 +109,9 @@ def rank_checks(device: str, name: str, problems: list[dict], plugin_modules: tu
                 problem, options, forward_only = fwd, fwd_options, reason
             mask = build_mask(problem, 0, registry)
             plan = spec.prepare(problem, mask, inner_kernel(problem, registry), dist.group.WORLD, options)
-            q, k, v = make_inputs(problem)
-            both = outputs(spec, plan, problem, mask, q, k, v, None if forward_only else seeded_dout(problem))
+            q, k, v = secret_inputs(problem)  # a strategy cannot regenerate other ranks' K/V from the seed
+            moved: dict[str, list] = {}
+            both = outputs(spec, plan, problem, mask, q, k, v, None if forward_only else seeded_dout(problem), moved)
             x = torch.randn(q.shape, generator=torch.Generator().manual_seed(5))
             back = spec.undispatch(spec.dispatch(x, plan), plan)
             if both is None:
@@ -115,6 +120,10 @@ def rank_checks(device: str, name: str, problems: list[dict], plugin_modules: tu
             item: dict[str, Any] = {"mask": problem.mask, "errors": {n: rel_err(got[n], want[n]) for n in got}}
             if forward_only:
                 item["forward_only"] = forward_only
+            if spec.schedule is not None and any(moved.values()):  # it communicates through longca_cp.comm
+                gap = accounting_gap(schedule_of(problem, mask, options, registry), dist.get_rank(), moved)
+                if gap:
+                    item["accounting"] = gap
             if tuple(back.shape) != tuple(x.shape) or not torch.equal(back, x):
                 item["roundtrip"] = (f"undispatch(dispatch(x)) != x (shape {tuple(back.shape)}, "
                                      f"expected {tuple(x.shape)})")
@@ -124,6 +133,29 @@ def rank_checks(device: str, name: str, problems: list[dict], plugin_modules: tu
         except Exception as exc:  # noqa: BLE001 - one case's failure is its finding; the others ranks raise too
             found.append({"mask": problem.mask, "error": f"{type(exc).__name__}: {exc}"})
     return found
+
+
+def accounting_gap(schedule: Any, rank: int, moved: dict[str, list]) -> str | None:
+    """Where this rank's transfers of a pass (`comm.recording`: kind, bytes, peer or group size) differ
+    from what its schedule accounts (`schedule.comm`, which balance figures and `simulate` price), or
+    None. A strategy that moves fewer bytes than it accounts (K/V made up rather than received) or
+    more (transfers its accounting leaves out) fails."""
+    from collections import Counter
+
+    def total(c: Counter) -> str:
+        return f"{sum(key[1] * n for key, n in c.items())} bytes in {sum(c.values())} transfers"
+
+    for phase, ledger in moved.items():
+        want: Counter = Counter()
+        for op in schedule.comm(rank):
+            if op.phase == phase:
+                want[(op.kind, op.nbytes, op.ranks[1] if op.kind == "p2p" else op.group_size)] += op.count
+        got = Counter(tuple(t) for t in ledger)
+        if got != want:
+            return (f"rank {rank}'s {phase} moved {total(got)}, its schedule accounts {total(want)} "
+                    f"(moved but not accounted: {dict(got - want) or 'none'}; accounted but not moved: "
+                    f"{dict(want - got) or 'none'})")
+    return None
 
 
 def register_modules(registry: Registry, modules: tuple[str, ...]) -> None:
@@ -203,6 +235,8 @@ def check_world(name: str, world: int, registry: Registry, plugin_modules: tuple
                 failures.append(f"{where}: relative errors {detail} > {TOLERANCE:g}; {item.get('where', '')}")
             if "roundtrip" in item:
                 failures.append(f"{where}: {item['roundtrip']}")
+            if "accounting" in item:
+                failures.append(f"{where}: bytes moved differ from the accounting: {item['accounting']}")
     if failures:
         raise AssertionError(f"CP strategy {name}:\n  " + "\n  ".join(failures + refused))
     if refused and len(refused) == len(found):

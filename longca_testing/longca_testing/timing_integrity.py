@@ -1,22 +1,32 @@
 """Conformance case `timing-integrity-DEV`: the timed call really does the work it is credited with.
 
 A copy of the plugin template whose forward remembered its output per input buffers passed every
-other case and recorded 81 TFLOP/s on a 2-core CPU. So the forward is timed with longca's own timer
-while the inputs change in place between calls, and:
+other case and recorded 81 TFLOP/s on a 2-core CPU. So the forward is timed through longca's own
+step and timer (`make_step`, `time_ms`, no_grad as in every fwd row), and (docs/timing-integrity.md):
 
-- every call's output matches the reference on that call's inputs (an output cached per buffer,
-  or per anything but the values, fails);
-- the output read right after the call, inside the timed region, equals the output read after a
-  synchronisation and a pause (work left running on a thread, or on a stream the timer does not
-  wait for, fails);
+- every timed call runs on fresh values (drawn from the OS) in fresh buffers, prepared again (a
+  kernel may keep what `prepare` derives from its inputs, as FP8 kernels quantize there), and its
+  output, read right after its timer stopped, matches the reference on those inputs;
+- the output read after a synchronisation and a pause equals the one read right after the call
+  (work left on a thread or a side stream fails); an output buffer the next call reuses is legal;
+- calls repeated on inputs the kernel has seen take about as long as calls on inputs it has not
+  (an output cached per buffer, per version, per a hash of the values, fails);
 - the timer, `time.perf_counter`, `torch.cuda.Event` and `torch.cuda.synchronize` are the
-  originals after the kernel was imported, prepared and run;
-- a fresh prepare on fresh buffers after the timing still matches the reference.
+  originals after the kernel was imported, prepared and run.
+
+Conformance case `work-scaling-DEV` (`check_work`): four times the heads (four times the FLOPs)
+takes clearly longer (a result made in `prepare`, or work that does not grow with the problem,
+fails).
+
+The two timing comparisons judge ratios of the fastest calls with wide margins (a cheat is off by
+10x and more, an honest kernel by a few tens of percent) and are measured again, with new inputs,
+before they fail: a loaded machine's bursts pass on a retry, a cheat never does.
 """
 from __future__ import annotations
 
 import inspect
 import os
+import secrets
 import sys
 import time
 import types
@@ -30,10 +40,17 @@ from longca.plugins import Registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.specs import KernelSpec
 from longca_runner import measure, timing
-from longca_runner.measure import TOLERANCE, rel_err
+from longca_runner.measure import TOLERANCE, make_step, rel_err, result_tensors
 
-CALLS = 3  # timed calls, each on new input values in the same buffers
+CALLS = 3  # timed calls judged against the reference, each on its own fresh inputs
 SETTLE_S = 0.2  # pause before the second read: longer than any honest call at the suite's sizes
+REPEATS = 5  # calls per side of the seen-vs-fresh and the small-vs-large comparisons
+SEEN_FASTER = 4.0  # fastest call on seen inputs this many times faster than the fastest fresh one: a cache
+ATTEMPTS = 3  # a comparison that fails is measured again, on new inputs, at most this often
+SCALE = 4  # the large problem of the work check has this many times the heads (and FLOPs)
+GROWTH = 1.6  # it must take more than this many times as long (reference, sdpa, torch on CPU: about 3-4x)
+WORK_MASKS = ("causal", "full")
+CUDA_WORK_SEQLEN, CUDA_WORK_HEADS = 4096, 8  # the work check's small problem on a GPU: past launch-bound sizes
 
 
 def _under(fn: Any, folder: str) -> bool:
@@ -73,64 +90,162 @@ def timer_tampering() -> list[str]:
     return problems
 
 
-def _refill(tensors: tuple[torch.Tensor, ...], seed: int) -> tuple[torch.Tensor, ...]:
-    """New random values written into the same buffers (data pointers unchanged); their copies."""
-    gen = torch.Generator().manual_seed(seed)
-    for t in tensors:
-        t.copy_(torch.randn(t.shape, generator=gen, dtype=torch.float32).to(t.dtype))
-    return tuple(t.detach().clone() for t in tensors)
+_alive: list[Any] = []  # every input set of one check: no later set gets a freed one's addresses
+
+
+class Inputs:
+    """One fresh draw of q, k, v (own buffers, values from a seed drawn from the OS), what `prepare`
+    made of them, and the fwd step of longca's measurement path over them."""
+
+    def __init__(self, spec: KernelSpec, problem: Problem, mask: Any):
+        _alive.append(self)
+        self.q, self.k, self.v = make_inputs(problem, secrets.randbits(30))
+        self.state = spec.prepare(problem, mask, self.q, self.k, self.v)
+        self.call = make_step(lambda: spec.run(self.state, self.q, self.k, self.v), (self.q, self.k, self.v), "fwd")
+
+
+class Cycle:
+    """A timed function that runs the next input set on each call."""
+
+    def __init__(self, sets: list[Inputs]):
+        self.sets, self.i = sets, 0
+
+    def __call__(self) -> Any:
+        step = self.sets[self.i % len(self.sets)].call
+        self.i += 1
+        return step()
+
+
+def _fault(describe: Callable[[Problem], str], problem: Problem, text: str) -> AssertionError:
+    return AssertionError(f"{describe(problem)}: {text}")
+
+
+def check_fresh_calls(spec: KernelSpec, problem: Problem, mask: Any, describe: Callable[[Problem], str]) -> None:
+    """Each timed call on fresh inputs is right, read right after its timer and after a pause."""
+    device = torch.device(problem.device)
+    tolerance = TOLERANCE[problem.dtype]
+    sets = [Inputs(spec, problem, mask) for _ in range(CALLS)]
+    results: list[tuple[torch.Tensor, ...]] = []
+    snaps: list[torch.Tensor] = []
+
+    def read(result: Any) -> None:  # right after the timer stopped (stream-ordered on CUDA)
+        tensors = result_tensors(result)
+        results.append(tensors)
+        snaps.append(tensors[0].detach().clone())
+
+    try:
+        timing.time_ms(Cycle(sets), device, warmup=0, repeat=CALLS, after=read)
+    except measure.KernelFailure as exc:
+        raise _fault(describe, problem, str(exc)) from None
+    time.sleep(SETTLE_S)
+    timing.synchronize(device)
+    try:
+        measure.check_tensor("the output", results[-1][0], sets[-1].q, (*sets[-1].q.shape[:-1], problem.dv))
+    except measure.KernelFailure as exc:
+        raise _fault(describe, problem, str(exc)) from None
+    for i, (out, snap, given) in enumerate(zip(results, snaps, sets, strict=True)):
+        reused = any(later[0].data_ptr() == out[0].data_ptr() for later in results[i + 1:])  # legal
+        if not reused and not torch.equal(out[0].detach(), snap):
+            raise _fault(describe, problem, f"timed call {i + 1}'s output changed after the timer stopped: work runs "
+                                            f"past the timed call (a thread, a side stream, a lazy result), so its "
+                                            f"time is not the work's")
+        want = reference.attention(given.q.float(), given.k.float(), given.v.float(), mask)
+        err = rel_err(snap, want)
+        if not err <= tolerance:
+            same = i > 0 and torch.equal(snap, snaps[i - 1])
+            raise _fault(describe, problem, f"timed call {i + 1} on fresh inputs (new values, new buffers, prepared "
+                                            f"again) is off the reference by {err:.3g} > {tolerance:g}"
+                         + (": it returned the previous call's output, a result cached per something other "
+                            "than the values" if same else ""))
+
+
+def _fastest(make: Callable[[], dict[str, Callable[[], object]]], device: torch.device,
+             ratio: Callable[[dict[str, float]], float], passes: Callable[[float], bool]) -> float:
+    """The ratio of the fastest calls of each side (the statistic a loaded machine moves least),
+    measured again on new inputs (`make`) up to ATTEMPTS times while it fails."""
+    value = float("nan")
+    for _ in range(ATTEMPTS):
+        times = timing.time_interleaved(make(), device, warmup=1, repeat=REPEATS)
+        value = ratio({name: min(t) for name, t in times.items()})
+        if passes(value):
+            break
+    return value
+
+
+def check_seen_inputs(spec: KernelSpec, problem: Problem, mask: Any, describe: Callable[[Problem], str]) -> None:
+    """Calls on inputs the kernel has seen are not much faster than calls on inputs it has not."""
+    def sides() -> dict[str, Callable[[], object]]:
+        fresh = Cycle([Inputs(spec, problem, mask) for _ in range(REPEATS + 1)])  # one more: the warm-up
+        return {"seen": Inputs(spec, problem, mask).call, "fresh": fresh}
+
+    faster = _fastest(sides, torch.device(problem.device), lambda t: t["fresh"] / max(t["seen"], 1e-9),
+                      lambda x: x <= SEEN_FASTER)
+    if not faster <= SEEN_FASTER:
+        raise _fault(describe, problem, f"calls on inputs it has seen are {faster:.1f}x faster than calls on fresh "
+                                        f"inputs (fastest of {REPEATS} each, {ATTEMPTS} tries): the output is "
+                                        f"remembered (a cache keyed by the buffers or the values), the timed "
+                                        f"loop's repeats are not doing the work")
+
+
+def work_problems(spec: KernelSpec, problem: Problem, registry: Registry) -> tuple[Problem, Problem] | str:
+    """The small and the large (SCALE x the heads) problem of the work check, or why the kernel
+    refuses them: on a plain mask where claimed (a document mask's per-slice overhead hides the
+    heads' work at the suite's sizes), past launch-bound sizes on a GPU."""
+    claimed = registry.claimed_masks(spec.masks)
+    small = problem.with_(mask=next((m for m in WORK_MASKS if m in claimed), problem.mask), mask_params={})
+    if small.mask == problem.mask:
+        small = problem
+    if problem.device_type == "cuda":
+        small = small.with_(seqlen=CUDA_WORK_SEQLEN, heads_q=CUDA_WORK_HEADS, heads_kv=CUDA_WORK_HEADS)
+    large = small.with_(heads_q=small.heads_q * SCALE, heads_kv=small.heads_kv * SCALE)
+    refused = refusal(spec, small) or refusal(spec, large)
+    return (small, large) if refused is None else f"{small.heads_q * SCALE} heads refused: {refused}"
+
+
+def check_work_grows(spec: KernelSpec, small: Problem, large: Problem, registry: Registry,
+                     describe: Callable[[Problem], str]) -> str | None:
+    """SCALE x the FLOPs (`work_problems`) takes more than GROWTH x the time: the work is done in the
+    timed call. Returns why the kernel refused a built mask (nothing compared), else None."""
+    masks = {"small": build_mask(small, 0, registry), "large": build_mask(large, 0, registry)}
+    refused = measure.mask_refusal(spec, small, masks["small"]) or measure.mask_refusal(spec, large, masks["large"])
+    if refused:
+        return refused
+
+    def sides() -> dict[str, Callable[[], object]]:
+        return {"small": Inputs(spec, small, masks["small"]).call, "large": Inputs(spec, large, masks["large"]).call}
+
+    ratio = _fastest(sides, torch.device(small.device), lambda t: t["large"] / max(t["small"], 1e-9),
+                     lambda x: x > GROWTH)
+    if not ratio > GROWTH:
+        raise _fault(describe, large, f"{SCALE}x the heads ({SCALE}x the FLOPs) took {ratio:.2f}x the time of "
+                                      f"{small.heads_q}:{small.heads_kv} heads (honest kernels: about {SCALE}x; "
+                                      f"more than {GROWTH:g}x required, fastest of {REPEATS} calls, {ATTEMPTS} "
+                                      f"tries): the timed call does not do work that grows with the problem (a "
+                                      f"result made in prepare, or work skipped)")
+    return None
 
 
 def check(spec: KernelSpec, problem: Problem, registry: Registry, describe: Callable[[Problem], str]) -> None:
     """Raise AssertionError naming the first integrity fault of the kernel's timed forward."""
-    device = torch.device(problem.device)
-    tolerance = TOLERANCE[problem.dtype]
     mask = build_mask(problem, 0, registry)
-    q, k, v = make_inputs(problem, 0)
-    prepared = spec.prepare(problem, mask, q, k, v)
-    inputs: list[tuple[torch.Tensor, ...]] = []
-    outs: list[Any] = []
-    snaps: list[torch.Tensor] = []
-
-    def timed() -> None:
-        inputs.append(_refill((q, k, v), 1000 + len(inputs)))  # the values change between timed calls
-        with torch.no_grad():
-            out = spec.run(prepared, q, k, v)
-        outs.append(out)
-        snaps.append(out.detach().clone())  # read before the timer stops (stream-ordered on CUDA)
-
-    timing.time_ms(timed, device, warmup=0, repeat=CALLS)
-    time.sleep(SETTLE_S)
-    timing.synchronize(device)
     try:
-        measure.check_tensor("the output", outs[-1], q)
-    except measure.KernelFailure as exc:
-        raise AssertionError(f"{describe(problem)}: {exc}") from None
-    for i, (out, snap, (qi, ki, vi)) in enumerate(zip(outs, snaps, inputs, strict=True)):
-        if not torch.equal(out.detach(), snap):
-            raise AssertionError(f"{describe(problem)}: timed call {i + 1}'s output changed after the timer "
-                                 f"stopped: work runs past the timed call (a thread, a side stream, a lazy "
-                                 f"result), so its time is not the work's")
-        want = reference.attention(qi.float(), ki.float(), vi.float(), mask)
-        err = rel_err(snap, want)
-        if not err <= tolerance:
-            same = i > 0 and torch.equal(snap, snaps[i - 1])
-            raise AssertionError(f"{describe(problem)}: timed call {i + 1} on new input values (same buffers) "
-                                 f"is off the reference by {err:.3g} > {tolerance:g}"
-                                 + (": it returned the previous call's output, a result cached per input "
-                                    "buffer" if same else ""))
-    tampered = timer_tampering()
-    if tampered:
-        raise AssertionError(f"{describe(problem)}: after import, prepare and run, the timers are not the "
-                             f"originals: " + "; ".join(tampered))
-    fresh = make_inputs(problem, 1)
-    with torch.no_grad():
-        out = spec.run(spec.prepare(problem, mask, *fresh), *fresh)
-    qf, kf, vf = (t.float() for t in fresh)
-    err = rel_err(out, reference.attention(qf, kf, vf, mask))
-    if not err <= tolerance:
-        raise AssertionError(f"{describe(problem)}: after timing, a fresh prepare on fresh inputs is off the "
-                             f"reference by {err:.3g} > {tolerance:g}")
+        check_fresh_calls(spec, problem, mask, describe)
+        check_seen_inputs(spec, problem, mask, describe)
+        tampered = timer_tampering()
+        if tampered:
+            raise _fault(describe, problem, "after import, prepare and run, the timers are not the originals: "
+                         + "; ".join(tampered))
+    finally:
+        _alive.clear()
+
+
+def check_work(spec: KernelSpec, small: Problem, large: Problem, registry: Registry,
+               describe: Callable[[Problem], str]) -> str | None:
+    """The `work-scaling-DEV` case (`check_work_grows`); returns a refusal's reason, else None."""
+    try:
+        return check_work_grows(spec, small, large, registry, describe)
+    finally:
+        _alive.clear()
 
 
 def refusal(spec: KernelSpec, problem: Problem) -> str | None:

@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import logging
+import secrets
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -17,15 +20,51 @@ from longca_runner.measure import rel_err, seeded_dout
 log = logging.getLogger(__name__)
 
 
-def outputs(spec, plan, problem: Problem, mask, q, k, v, dout: torch.Tensor | None):
+def secret_inputs(problem: Problem, group=None, sample: int = 0, requires_grad: bool = False):
+    """Global q, k, v of the problem's shapes from a seed rank 0 draws from the OS and broadcasts:
+    the same on every rank, but not derivable from the problem, so a strategy that regenerated the
+    other ranks' K/V from the seeded inputs instead of communicating them computes on other values
+    and fails its check (docs/timing-integrity.md). Collective."""
+    group = group or dist.group.WORLD
+    device = torch.device(problem.device)
+    seed = torch.tensor([secrets.randbits(31) if dist.get_rank(group) == 0 else 0], dtype=torch.int64, device=device)
+    dist.broadcast(seed, src=dist.get_global_rank(group, 0), group=group)
+    return make_inputs(problem.with_(seed=int(seed.item())), sample, requires_grad)
+
+
+def _recorded(moved: dict[str, list] | None, phase: str):
+    """`comm.recording` of one pass into `moved[phase]`, or nothing when `moved` is None."""
+    from contextlib import nullcontext
+
+    from longca_cp.comm import recording
+
+    if moved is None:
+        return nullcontext()
+
+    @contextmanager
+    def into() -> Iterator[None]:
+        with recording() as ledger:
+            yield
+            moved[phase] = list(ledger)
+
+    return into()
+
+
+def outputs(spec, plan, problem: Problem, mask, q, k, v, dout: torch.Tensor | None,
+            moved: dict[str, list] | None = None):
     """(got, want): the strategy's global out (and dq, dk, dv when `dout`) and the reference's; on rank 0,
-    else None. Collective: every rank of the plan's group calls it with the same global tensors."""
+    else None. Collective: every rank of the plan's group calls it with the same global tensors.
+    `moved`, where given, gets this rank's transfers of the forward and backward (`comm.recording`:
+    not dispatch and undispatch, which no schedule accounts)."""
     backward = dout is not None
     local = [spec.dispatch(t.detach(), plan).detach().requires_grad_(backward) for t in (q, k, v)]
-    out_l = spec.attention(*local, plan)
+    with _recorded(moved, "fwd"):
+        out_l = spec.attention(*local, plan)
     got = {"out": spec.undispatch(out_l, plan)}
     if backward:
-        grads = torch.autograd.grad(out_l, local, spec.dispatch(dout, plan))
+        dout_l = spec.dispatch(dout, plan)
+        with _recorded(moved, "bwd"):
+            grads = torch.autograd.grad(out_l, local, dout_l)
         got.update({f"d{n}": spec.undispatch(g, plan) for n, g in zip("qkv", grads, strict=True)})
     if dist.get_rank(plan.group) != 0:
         return None
@@ -74,7 +113,7 @@ def check_problem(problem: Problem, options: dict[str, Any], group=None,
     mask = build_mask(problem, sample, registry)
     resolved = spec.resolve_options(problem, options) if spec.resolve_options else dict(options)
     plan = spec.prepare(problem, mask, inner, group, resolved)
-    q, k, v = make_inputs(problem, sample)
+    q, k, v = secret_inputs(problem, group, sample)
     dout = seeded_dout(problem, sample) if problem.direction != "fwd" else None
     return compare(spec, plan, problem, mask, q, k, v, dout)
 

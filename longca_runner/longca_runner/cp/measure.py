@@ -19,15 +19,16 @@ import torch.distributed as dist
 from longca.errors import LongcaError, UnsupportedError
 from longca.flops import problem_flops
 from longca.plugins import Registry, get_registry
-from longca.problem import Problem, make_inputs
+from longca.problem import Problem
 from longca.results import ResultRow, new_row
 from longca_cp.accounting import balance, balance_of, median_balance, rank_totals
 from longca_cp.inner import inner_kernel
 from longca_cp.schedule import capturing
-from longca_runner.cp.check import compare, spot_compare
+from longca_runner.cp.check import compare, secret_inputs, spot_compare
 from longca_runner.measure import (
     TOLERANCE,
     Phases,
+    Readback,
     RunOptions,
     Sample,
     check_mode,
@@ -96,7 +97,7 @@ def _sample(spec, problem: Problem, options: dict, inner, sample: int, run: RunO
     if refusal:
         raise UnsupportedError(f"inner kernel {problem.kernel}: {refusal}")
     phases("inputs")
-    q, k, v = make_inputs(problem, sample)
+    q, k, v = secret_inputs(problem, group, sample)  # not derivable from the seed: K/V must be communicated
     phases("prepare")
     with capturing() as built:  # the schedule prepare builds its plan from: the row's accounting reuses it
         prepare_ms, plan = host_ms(lambda: spec.prepare(problem, mask, inner, group, options), device)
@@ -105,7 +106,10 @@ def _sample(spec, problem: Problem, options: dict, inner, sample: int, run: RunO
     dout = spec.dispatch(dout_g, plan) if needs_grad else None
     step = checked_step(lambda: spec.attention(ql, kl, vl, plan), (ql, kl, vl), problem.direction, dout, phases,
                         "this rank's output")
-    timed = time_step(step, device, run.fixed(), before_timing=lambda: dist.barrier(group), phases=phases)
+    readback = Readback(None, keep=False)  # every timed call of this rank must give the same result
+    timed = time_step(step, device, run.fixed(), before_timing=lambda: dist.barrier(group), phases=phases,
+                      after=readback)
+    readback.verify()
     phases("gather")
     ranks = gather_timings(timed.times, timed.peak, prepare_ms, group, device)
     ms, iterations, peak, prepare_max, slowest = _reduce(ranks)

@@ -18,6 +18,7 @@ from longca_runner.measure.options import (
     tolerance_for,
 )
 from longca_runner.measure.phases import Phases
+from longca_runner.measure.readback import Readback, result_tensors
 from longca_runner.measure.samples import Sample, n_samples, summarize_samples
 from longca_runner.measure.status import KernelFailure, fail, failure_reason, failure_status, finish, is_oom
 from longca_runner.measure.step import (
@@ -33,7 +34,7 @@ from longca_runner.measure.step import (
 
 __all__ = [
     "CHECK_MODES", "FULL_CHECK_FLOPS", "SPOT_ROWS", "SPOT_WINDOWS", "TOLERANCE", "tolerance_for", "KernelFailure",
-    "Phases",
+    "Phases", "Readback", "result_tensors",
     "RunOptions", "Sample", "Step", "Timed", "check_device", "check_grads", "check_mode", "check_tensor",
     "checked_step", "fail", "failure_reason", "failure_status", "finish", "fits", "full_check", "is_oom",
     "make_step", "mask_of", "mask_refusal", "n_samples", "rel_err", "run_problem", "seeded_dout", "spot_check",

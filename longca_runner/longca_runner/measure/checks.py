@@ -1,9 +1,13 @@
 """Correctness checks of a measured case against the float32 reference: the whole output and
-gradients ("full"), or the forward on a few seeded query windows ("spot") where the whole
-reference would cost more than the measurement."""
+gradients ("full"), or the forward on a few query windows ("spot") where the whole reference would
+cost more than the measurement. Both judge a copy of one timed call's result (`Readback.kept`),
+never a call of their own, and the spot windows come from a secret drawn once per process
+(`RUN_SECRET`), so neither the checked call nor the checked rows can be derived from the problem
+(docs/timing-integrity.md)."""
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
@@ -16,6 +20,8 @@ from longca.problem import Problem
 from longca.results import Checked
 from longca_runner.measure.options import FULL_CHECK_FLOPS, SPOT_ROWS, SPOT_WINDOWS, RunOptions
 from longca_runner.measure.phases import Phases
+
+RUN_SECRET = secrets.randbits(63)  # the spot windows' seed: from the OS, once per process, never recorded
 
 
 def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -37,10 +43,12 @@ def check_mode(problem: Problem, mask, options: RunOptions) -> Checked:
     return "full" if work <= FULL_CHECK_FLOPS.get(problem.device_type, FULL_CHECK_FLOPS["cpu"]) else "spot"
 
 
-def spot_windows(problem: Problem) -> list[tuple[int, int]]:
-    """A few query windows, seeded by the case: random ones and the last rows (where tails go wrong)."""
+def spot_windows(problem: Problem, secret: int | None = None) -> list[tuple[int, int]]:
+    """A few query windows: random ones and the last rows (where tails go wrong), drawn from `secret`
+    (default `RUN_SECRET`) and the case: the same for every kernel of a run (one shared reference),
+    unknown to all of them."""
     rows = min(SPOT_ROWS, problem.seqlen)
-    rng = np.random.default_rng([problem.seed, problem.seqlen, 17])
+    rng = np.random.default_rng([RUN_SECRET if secret is None else secret, problem.seed, problem.seqlen, 17])
     starts = {problem.seqlen - rows, *rng.integers(0, problem.seqlen - rows + 1, SPOT_WINDOWS - 1).tolist()}
     return [(int(a), int(a) + rows) for a in sorted(starts)]
 
@@ -101,20 +109,18 @@ def _full_reference(problem: Problem, mask, q, k, v, dout: torch.Tensor | None):
     return ref.detach(), grads
 
 
-def full_check(spec, problem: Problem, mask, prepared, q, k, v, dout: torch.Tensor | None,
+def full_check(problem: Problem, mask, result: tuple[torch.Tensor, ...], q, k, v, dout: torch.Tensor | None,
                phases: Phases, sample: int = 0) -> dict[str, float]:
-    """Relative errors of output (and gradients) against the float32 reference on the same mask
-    (`shared`: computed once per case and inputs, whichever kernel asks first)."""
+    """Relative errors of a timed call's `result` (out, and dq, dk, dv but for fwd) against the float32
+    reference on the same mask (`shared`: computed once per case and inputs, whichever kernel asks first)."""
     phases("reference")
     ref, want = shared.get(reference_key(problem, sample, "full"), (q, k, v, dout),
                            lambda: _full_reference(problem, mask, q, k, v, dout))
     phases("check")
-    out = spec.run(prepared, q, k, v)
-    errors = {"out": rel_err(out, ref)}
+    errors = {"out": rel_err(result[0], ref)}
     if problem.direction != "fwd":
         assert dout is not None and want is not None
-        got = _grads(out, (q, k, v), dout)
-        errors.update({f"d{n}": rel_err(g, w) for n, g, w in zip("qkv", got, want, strict=True)})
+        errors.update({f"d{n}": rel_err(g, w) for n, g, w in zip("qkv", result[1:], want, strict=True)})
     return errors
 
 
@@ -124,13 +130,12 @@ def _spot_reference(problem: Problem, mask, q, k, v) -> torch.Tensor:
     return torch.cat(rows, 1)
 
 
-def spot_check(spec, problem: Problem, mask, prepared, q, k, v, phases: Phases, sample: int = 0) -> dict[str, float]:
-    """Relative error of the forward on a few query windows against the reference on those rows only."""
+def spot_check(problem: Problem, mask, out: torch.Tensor, q, k, v, phases: Phases, sample: int = 0) -> dict[str, float]:
+    """Relative error of a timed call's output on a few query windows against the reference on those rows."""
     phases("reference")
     with torch.no_grad():
         want = shared.get(reference_key(problem, sample, "spot"), (q, k, v),
                           lambda: _spot_reference(problem, mask, q, k, v))
         phases("check")
-        out = spec.run(prepared, q, k, v)
         got = torch.cat([out[:, r0:r1] for r0, r1 in spot_windows(problem)], 1)
     return {"out_rows": rel_err(got, want)}

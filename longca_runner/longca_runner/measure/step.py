@@ -31,7 +31,10 @@ def seeded_dout(problem: Problem, sample: int = 0) -> torch.Tensor:
 def make_step(call: Callable[[], torch.Tensor], inputs: Sequence[torch.Tensor], direction: str,
               dout: torch.Tensor | None = None, out: torch.Tensor | None = None) -> Step:
     """The timed step of `call` (a forward over `inputs`): fwd = `call()` under no_grad; bwd = the
-    gradients of one kept forward output (`out`, made here when not given); fwdbwd = both."""
+    gradients of one kept forward output (`out`, made here when not given); fwdbwd = both.
+
+    It returns what it computed (fwd: the output; bwd, fwdbwd: the output and dq, dk, dv), so the
+    timers can read every timed call's result back and the check judges one of them (`Readback`)."""
     if direction == "fwd":
         def fwd() -> Any:
             with torch.no_grad():
@@ -41,9 +44,12 @@ def make_step(call: Callable[[], torch.Tensor], inputs: Sequence[torch.Tensor], 
         raise ValueError(f"direction {direction!r} needs the output gradient dout")
     if direction == "bwd":
         kept = call() if out is None else out
-        return lambda: torch.autograd.grad(kept, inputs, dout, retain_graph=True)
+        return lambda: (kept, *torch.autograd.grad(kept, inputs, dout, retain_graph=True))
     if direction == "fwdbwd":
-        return lambda: torch.autograd.grad(call(), inputs, dout)
+        def fwdbwd() -> Any:
+            made = call()
+            return (made, *torch.autograd.grad(made, inputs, dout))
+        return fwdbwd
     raise ValueError(f"unknown direction {direction!r}; known: fwd, bwd, fwdbwd")
 
 
@@ -57,6 +63,9 @@ def check_tensor(what: str, got: Any, like: torch.Tensor, shape: Sequence[int] |
     """`got` must have the layout of `like` (shape, or `shape` where given, dtype, device) and only finite
     values."""
     want = torch.Size(shape) if shape is not None else like.shape
+    if isinstance(got, torch.Tensor) and type(got) is not torch.Tensor:
+        raise KernelFailure(f"{what} is a {type(got).__qualname__}, a torch.Tensor subclass: longca times plain "
+                            f"tensors (a subclass can defer its work until the result is read)")
     if (not isinstance(got, torch.Tensor) or got.shape != want or got.dtype != like.dtype
             or got.device != like.device):
         expected = _layout(like.new_empty(want, device="meta")).replace(" on meta", f" on {like.device.type}")
@@ -106,11 +115,13 @@ class Timed:
 
 
 def time_step(step: Step, device: torch.device, options: RunOptions,
-              before_timing: Callable[[], None] = lambda: None, phases: Phases | None = None) -> Timed:
+              before_timing: Callable[[], None] = lambda: None, phases: Phases | None = None,
+              after: Callable[[Any], None] | None = None) -> Timed:
     """Peak memory of one warm call (CUDA), then `options.warmup` + `options.repeat` calls timed.
 
     The caller has made the first call already (it compiles kernels and validates the output).
-    `before_timing` runs right before the timed loop (CP ranks meet at a barrier there)."""
+    `before_timing` runs right before the timed loop (CP ranks meet at a barrier there); `after`
+    hears each timed call's result once its timer stopped (`Readback`)."""
     phases = phases or Phases()
     peak = None
     if device.type == "cuda":
@@ -122,4 +133,5 @@ def time_step(step: Step, device: torch.device, options: RunOptions,
         peak = torch.cuda.max_memory_allocated(device)
     before_timing()
     phases("timing")
-    return Timed(time_by_mode(options.timing, step, device, options.warmup, options.repeat, options.flush_l2), peak)
+    return Timed(time_by_mode(options.timing, step, device, options.warmup, options.repeat, options.flush_l2, after),
+                 peak)
