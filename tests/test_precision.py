@@ -236,8 +236,10 @@ def test_spec_axes_head_dims_dtypes_deterministic(tmp_path):
 
 
 def test_report_puts_deterministic_columns_beside_the_default_and_their_overhead(tmp_path):
-    rows = [row("fa3", direction="bwd", ms_median=2.0, tflops=400.0),
-            row("fa3", direction="bwd", ms_median=2.5, tflops=320.0, deterministic=True, case_id="fa3-det"),
+    rows = [row("fa3", direction="bwd", ms_median=2.0, tflops=400.0, peak_mem_bytes=2 ** 31,
+                bitwise_repeatable=False, repeat_max_abs_diff=0.0039),
+            row("fa3", direction="bwd", ms_median=2.5, tflops=320.0, deterministic=True, case_id="fa3-det",
+                peak_mem_bytes=3 * 2 ** 30, bitwise_repeatable=True, repeat_max_abs_diff=0.0),
             row("fa4", direction="bwd", ms_median=1.0),
             row("fa3", head_dim=192, head_dim_v=128, case_id="fa3-192")]
     folder = write(tmp_path / "run", rows)
@@ -252,6 +254,9 @@ def test_report_puts_deterministic_columns_beside_the_default_and_their_overhead
     assert result.exit_code == 0, result.output
     text = (tmp_path / "out" / "report.md").read_text()
     assert "## Deterministic backward: overhead" in text and "| 1.25 |" in text
+    assert "| 2.00 | 3.00 | no (0.0039) / yes |" in text  # the memory cost, and whether each was bitwise repeatable
+    assert "## Backward repeatability" in text
+    assert "| fa3 | no | 1 | 0 | 0.0039 |" in text and "| fa3 (det) | yes | 1 | 1 |" in text
     header = (tmp_path / "out" / "report.csv").read_text().splitlines()[0]
     assert "head_dim_v" in header and "deterministic" in header
 

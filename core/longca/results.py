@@ -24,7 +24,8 @@ from .errors import LongcaError
 from .problem import Problem
 
 # 2: checked, sampler_params, iter_times_ms, phase, failed_rank, balance; status timeout
-# 3: status suspect, gpu, matmul_peak_shape, datasheet_peak_tflops, gpu_state_before/after, caveat, timing
+# 3: status suspect, gpu, matmul_peak_shape, datasheet_peak_tflops, gpu_state_before/after, caveat, timing;
+#    later, optional: bitwise_repeatable, repeat_max_abs_diff
 SCHEMA_VERSION = 3
 STATUSES = ("ok", "unsupported", "oom", "error", "incorrect", "timeout", "suspect")
 Status = Literal["ok", "unsupported", "oom", "error", "incorrect", "timeout", "suspect"]
@@ -92,6 +93,9 @@ class ResultRow(BaseModel):
     gpu_state_after: dict[str, Any] | None = None
     timing: str | None = None  # events, cuda_graph or profiler (longca_runner.timing); None: events (older rows)
     caveat: str | None = None  # what the number must be read with (KernelSpec.caveat: a slow fallback path)
+    # backward rows: the step run again on the same inputs, bit for bit (longca_runner.measure.repeatable)
+    bitwise_repeatable: bool | None = None
+    repeat_max_abs_diff: float | None = None
 
     # read access by field name, for code that treats rows as mappings
     def __getitem__(self, name: str) -> Any:

@@ -354,6 +354,19 @@ def deterministic_overhead(rows: list[Row]) -> list[dict[str, Any]]:
     return out
 
 
+def repeatability(rows: list[Row]) -> list[dict[str, Any]]:
+    """Per kernel and deterministic flag, over backward rows that ran their step again on the same inputs
+    (`bitwise_repeatable`): how many there are, how many were bitwise repeatable, the largest difference."""
+    groups: dict[tuple[str, bool], list[Row]] = {}
+    for r in rows:
+        if r.get("bitwise_repeatable") is not None:
+            groups.setdefault((base_label(r), bool(r.get("deterministic"))), []).append(r)
+    return [{"kernel": kernel, "deterministic": det, "rows": len(group),
+             "repeatable": sum(1 for r in group if r["bitwise_repeatable"]),
+             "max_abs_diff": max(float(r.get("repeat_max_abs_diff") or 0.0) for r in group)}
+            for (kernel, det), group in sorted(groups.items())]
+
+
 def best(by_column: dict[str, Row], value: Callable[[Row], float | None] = lambda r: r.get("tflops"),
          lowest: bool = False, measured_only: bool = True) -> Row | None:
     """The ok row with the highest (or `lowest`) value among a cell's columns; simulated rows are

@@ -319,6 +319,9 @@ def markdown(results: Results, memory: bool = False, variation: list[dict[str, A
     det = deterministic_markdown(analysis.deterministic_overhead(rows))
     if det:
         out.append(det)
+    repeat = repeatability_markdown(analysis.repeatability(rows))
+    if repeat:
+        out.append(repeat)
     anchors = anchors_markdown(rows)
     if anchors:
         out.append(anchors)
@@ -337,10 +340,37 @@ def deterministic_markdown(pairs: list[dict[str, Any]]) -> str:
            "Median time of the kernel's deterministic backward (`deterministic = true`, the `(det)` columns above) "
            "over its default backward on the same case, lower is better (1.00 = no cost).\n"]
     lines = [[p["kernel"], p["mask"], format_size(p["seqlen"]), p["direction"], p["heads"], str(p["head_dim"]),
-              p["dtype"], f"{p['ms_default']:.3g}", f"{p['ms_deterministic']:.3g}", f"{p['ratio']:.2f}"]
+              p["dtype"], f"{p['ms_default']:.3g}", f"{p['ms_deterministic']:.3g}", f"{p['ratio']:.2f}",
+              _gib(p["default_row"].get("peak_mem_bytes")), _gib(p["row"].get("peak_mem_bytes")),
+              _repeatable(p["default_row"]) + " / " + _repeatable(p["row"])]
              for p in pairs]
     out += _md_table(["kernel", "mask", "seqlen", "direction", "heads", "head_dim", "dtype", "ms default",
-                      "ms deterministic", "ratio"], lines)
+                      "ms deterministic", "ratio", "peak GiB default", "peak GiB deterministic",
+                      "bitwise repeatable (default / det)"], lines)
+    return "\n".join(out) + "\n"
+
+
+def _gib(value: Any) -> str:
+    return f"{value / 2 ** 30:.2f}" if isinstance(value, (int, float)) else "-"
+
+
+def _repeatable(row: Row) -> str:
+    flag = row.get("bitwise_repeatable")
+    return "-" if flag is None else "yes" if flag else f"no ({float(row.get('repeat_max_abs_diff') or 0):.2g})"
+
+
+def repeatability_markdown(groups: list[dict[str, Any]]) -> str:
+    """Backward rows run again on the same inputs: bitwise repeatable or not, per kernel; empty when none did."""
+    if not groups:
+        return ""
+    out = ["## Backward repeatability\n",
+           "Each backward row's step run three times more on the same inputs after its timed calls, the second and "
+           "third results compared bit for bit with the first (`bitwise_repeatable`, `repeat_max_abs_diff`): "
+           "whether a kernel "
+           "(deterministic or not) really gives the same dq, dk, dv twice.\n"]
+    lines = [[g["kernel"], "yes" if g["deterministic"] else "no", str(g["rows"]), str(g["repeatable"]),
+              f"{g['max_abs_diff']:.3g}"] for g in groups]
+    out += _md_table(["kernel", "deterministic asked", "rows", "bitwise repeatable", "largest abs difference"], lines)
     return "\n".join(out) + "\n"
 
 

@@ -19,6 +19,7 @@ from longca_runner.measure.checks import shared as shared_reference
 from longca_runner.measure.options import RunOptions, tolerance_for
 from longca_runner.measure.phases import Phases
 from longca_runner.measure.readback import Readback
+from longca_runner.measure.repeatable import repeatability
 from longca_runner.measure.samples import Sample, n_samples, summarize_samples
 from longca_runner.measure.status import fail, failure_reason, finish
 from longca_runner.measure.step import checked_step, seeded_dout, time_step
@@ -83,13 +84,18 @@ def _measure_sample(spec: KernelSpec, problem: Problem, mask, sample: int, optio
     readback = Readback(options.repeat, keep=check != "no", output_only=check == "spot")  # the check judges it
     timed = time_step(step, device, options, phases=phases, after=readback)
     readback.verify()
+    repeat = None
+    if needs_grad and sample == 0:
+        phases("repeatability")
+        repeat = repeatability(step)
     flops = problem_flops(problem, mask.area)
     errors = None
     if check != "no":
         assert readback.kept is not None  # the kept call is one of the first repeat (>= 1) timed calls
         errors = (full_check(problem, mask, readback.kept, q, k, v, dout, phases, sample) if check == "full"
                   else spot_check(problem, mask, readback.kept[0], q, k, v, phases, sample))
-    return Sample(timed.summary, timed.times, mask.area, flops, timed.peak, prepare_ms, errors, checked=check)
+    return Sample(timed.summary, timed.times, mask.area, flops, timed.peak, prepare_ms, errors, checked=check,
+                  repeatability=repeat)
 
 
 def _refused(spec: KernelSpec, problem: Problem, options: RunOptions, registry: Registry, row: ResultRow,

@@ -31,6 +31,7 @@ class Phases:
 # where a run's minutes go (runs.jsonl `phases_s`, the report's header): each phase a case names
 # counts for one of these; the time between no phase and the run's wall time is "other"
 PHASE_KINDS = {"first call": "compile", "backward": "compile", "reference": "reference", "check": "check",
+               "repeatability": "check",
                "peak memory": "timed", "timing": "timed"}
 KINDS = ("compile", "reference", "check", "timed", "other")
 
@@ -72,7 +73,7 @@ class PhaseClock:
     def kernel_summary(self) -> dict[str, dict[str, float]]:
         """`kernels_s`: per kernel, its cases, their wall seconds and the seconds of each kind of phase
         ("other": inside the cases, in no counted phase: start-up, inputs, messages)."""
-        return {name: {k: (int(v) if k == "cases" else round(v, 1)) for k, v in parts.items()}
+        return {name: {k: (int(v) if k == "cases" else round(v, 3)) for k, v in parts.items()}
                 for name, parts in self.kernels.items()}
 
     def add(self, kind: str, seconds: float) -> None:

@@ -10,6 +10,7 @@ from longca.plugins import Registry
 from longca.problem import Problem
 from longca.results import Checked, ResultRow
 from longca_runner.measure.options import RunOptions
+from longca_runner.measure.repeatable import Repeatability
 
 
 @dataclass
@@ -26,6 +27,7 @@ class Sample:
     ms_max_rank: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     checked: Checked = "no"  # how `errors` were measured: full, spot
+    repeatability: Repeatability | None = None  # the backward run again on the same inputs (first draw only)
 
     @property
     def tflops(self) -> float | None:
@@ -47,6 +49,9 @@ def summarize_samples(row: ResultRow, samples: list[Sample]) -> None:
     row.tflops = med([t for t in tflops if t is not None]) if all(t is not None for t in tflops) else None
     row.peak_mem_bytes = max(peaks) if peaks else None
     row.prepare_ms = med([s.prepare_ms for s in samples])
+    repeat = samples[0].repeatability if samples else None
+    if repeat is not None:
+        row.bitwise_repeatable, row.repeat_max_abs_diff = repeat.bitwise, repeat.max_abs_diff
     ranks = [s.ms_max_rank for s in samples if s.ms_max_rank is not None]
     if ranks:
         row.ms_max_rank = med(ranks)
