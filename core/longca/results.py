@@ -25,7 +25,7 @@ from .problem import Problem
 
 # 2: checked, sampler_params, iter_times_ms, phase, failed_rank, balance; status timeout
 # 3: status suspect, gpu, matmul_peak_shape, datasheet_peak_tflops, gpu_state_before/after, caveat, timing;
-#    later, optional: bitwise_repeatable, repeat_max_abs_diff
+#    later, optional: bitwise_repeatable, repeat_max_abs_diff, energy_j, energy_calls
 SCHEMA_VERSION = 3
 STATUSES = ("ok", "unsupported", "oom", "error", "incorrect", "timeout", "suspect")
 Status = Literal["ok", "unsupported", "oom", "error", "incorrect", "timeout", "suspect"]
@@ -96,6 +96,9 @@ class ResultRow(BaseModel):
     # backward rows: the step run again on the same inputs, bit for bit (longca_runner.measure.repeatable)
     bitwise_repeatable: bool | None = None
     repeat_max_abs_diff: float | None = None
+    # joules per call from NVML's energy counter over `energy_calls` back-to-back calls (--energy; GPU only)
+    energy_j: float | None = None
+    energy_calls: int | None = None
 
     # read access by field name, for code that treats rows as mappings
     def __getitem__(self, name: str) -> Any:

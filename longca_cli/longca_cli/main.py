@@ -175,6 +175,8 @@ def run(
     timeout: float | None = typer.Option(None, help="seconds the case may take (default: scaled with its FLOPs)"),
     timing: str = typer.Option("events", help="events (CUDA events, L2 flushed), cuda_graph (replays of one "
                                               "capture, CUDA only) or profiler (device kernel time)"),
+    energy: bool = typer.Option(False, "--energy/--no-energy", help="joules per call from NVML's energy counter "
+                                                                    "(GPU; about 1 s more)"),
     fmt: str = FormatOpt,
 ) -> None:
     """Measure one case given by flags, in a worker process bounded by --timeout."""
@@ -191,7 +193,7 @@ def run(
     from longca_runner.timing import MIN_REPEAT, check_timing
 
     check_timing(timing, problem.device)
-    options = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check, timing=timing)
+    options = RunOptions(warmup=warmup, repeat=repeat, samples=samples, check=check, timing=timing, energy=energy)
     big = False
     if problem.device_type == "cpu":  # names checked first: a warning must not precede a refusal
         from longca.bounded import HookHung

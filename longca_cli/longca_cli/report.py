@@ -322,6 +322,9 @@ def markdown(results: Results, memory: bool = False, variation: list[dict[str, A
     repeat = repeatability_markdown(analysis.repeatability(rows))
     if repeat:
         out.append(repeat)
+    energy = energy_markdown(rows)
+    if energy:
+        out.append(energy)
     anchors = anchors_markdown(rows)
     if anchors:
         out.append(anchors)
@@ -357,6 +360,23 @@ def _gib(value: Any) -> str:
 def _repeatable(row: Row) -> str:
     flag = row.get("bitwise_repeatable")
     return "-" if flag is None else "yes" if flag else f"no ({float(row.get('repeat_max_abs_diff') or 0):.2g})"
+
+
+def energy_markdown(rows: list[Row]) -> str:
+    """Joules per call and TFLOP per joule of the rows measured with `--energy`; empty when none were."""
+    measured = [r for r in rows if r.get("status") == "ok" and r.get("energy_j") and r.get("flops")]
+    if not measured:
+        return ""
+    out = ["## Energy per call\n",
+           "NVML's energy counter of the whole GPU over at least one second of back-to-back calls, divided by the "
+           "calls (`energy_j`, `energy_calls`); TFLOP/J is the row's FLOPs (the unmasked area's) over it, higher is "
+           "better.\n"]
+    measured.sort(key=lambda r: (r["direction"], analysis.mask_label(r), r["seqlen"], analysis.base_label(r)))
+    lines = [[analysis.base_label(r), analysis.mask_label(r), format_size(r["seqlen"]), r["direction"],
+              f"{r['energy_j']:.3g}", f"{r['flops'] / r['energy_j'] / 1e12:.3g}", str(r.get("energy_calls") or "-")]
+             for r in measured]
+    out += _md_table(["kernel", "mask", "seqlen", "direction", "J per call", "TFLOP/J", "calls"], lines)
+    return "\n".join(out) + "\n"
 
 
 def repeatability_markdown(groups: list[dict[str, Any]]) -> str:

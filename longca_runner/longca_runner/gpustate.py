@@ -72,6 +72,20 @@ def snapshot(device: str) -> dict[str, Any] | None:
     }
 
 
+def energy_mj(device: str) -> float | None:
+    """NVML's energy counter of the GPU (millijoules since the driver loaded; Volta and newer), or None
+    where it cannot be read (a CPU, no nvidia-ml-py, no NVML, an older GPU)."""
+    if not device.startswith("cuda"):
+        return None
+    try:
+        import pynvml as nvml
+
+        nvml.nvmlInit()
+        return float(nvml.nvmlDeviceGetTotalEnergyConsumption(_handle(nvml, device)))
+    except Exception:  # noqa: BLE001 - no counter here: the row's energy stays None
+        return None
+
+
 class Recorder:
     """Hears a case's phases and reads the GPU when its timed calls start and when they end (the
     first `timing` phase of the case, and the phase after its last one), so the clocks recorded are

@@ -16,6 +16,7 @@ from longca.results import Checked, ResultRow, new_row
 from longca.specs import KernelSpec
 from longca_runner.measure.checks import check_mode, full_check, spot_check
 from longca_runner.measure.checks import shared as shared_reference
+from longca_runner.measure.energy import energy_per_call
 from longca_runner.measure.options import RunOptions, tolerance_for
 from longca_runner.measure.phases import Phases
 from longca_runner.measure.readback import Readback
@@ -88,6 +89,10 @@ def _measure_sample(spec: KernelSpec, problem: Problem, mask, sample: int, optio
     if needs_grad and sample == 0:
         phases("repeatability")
         repeat = repeatability(step)
+    energy = None
+    if options.energy and sample == 0:
+        phases("energy")
+        energy = energy_per_call(step, device)
     flops = problem_flops(problem, mask.area)
     errors = None
     if check != "no":
@@ -95,7 +100,7 @@ def _measure_sample(spec: KernelSpec, problem: Problem, mask, sample: int, optio
         errors = (full_check(problem, mask, readback.kept, q, k, v, dout, phases, sample) if check == "full"
                   else spot_check(problem, mask, readback.kept[0], q, k, v, phases, sample))
     return Sample(timed.summary, timed.times, mask.area, flops, timed.peak, prepare_ms, errors, checked=check,
-                  repeatability=repeat)
+                  repeatability=repeat, energy=energy)
 
 
 def _refused(spec: KernelSpec, problem: Problem, options: RunOptions, registry: Registry, row: ResultRow,

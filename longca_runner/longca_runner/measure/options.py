@@ -36,6 +36,7 @@ class RunOptions:
     flush_l2: bool = True
     tolerance: float | None = None
     timing: str = "events"  # longca_runner.timing.TIMING_MODES: events, cuda_graph, profiler
+    energy: bool = False  # joules per call from NVML's counter (longca_runner.measure.energy; about 1 s a row)
 
     def fixed(self, repeat: int = 20) -> RunOptions:
         """These options with a fixed count of timed calls where `repeat` is None: the ranks of a CP

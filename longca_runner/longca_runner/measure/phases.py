@@ -31,7 +31,7 @@ class Phases:
 # where a run's minutes go (runs.jsonl `phases_s`, the report's header): each phase a case names
 # counts for one of these; the time between no phase and the run's wall time is "other"
 PHASE_KINDS = {"first call": "compile", "backward": "compile", "reference": "reference", "check": "check",
-               "repeatability": "check",
+               "repeatability": "check", "energy": "timed",
                "peak memory": "timed", "timing": "timed"}
 KINDS = ("compile", "reference", "check", "timed", "other")
 

@@ -28,6 +28,7 @@ class Sample:
     extra: dict[str, Any] = field(default_factory=dict)
     checked: Checked = "no"  # how `errors` were measured: full, spot
     repeatability: Repeatability | None = None  # the backward run again on the same inputs (first draw only)
+    energy: tuple[float, int] | None = None  # (joules per call, calls) from NVML's counter, where asked (first draw)
 
     @property
     def tflops(self) -> float | None:
@@ -49,6 +50,9 @@ def summarize_samples(row: ResultRow, samples: list[Sample]) -> None:
     row.tflops = med([t for t in tflops if t is not None]) if all(t is not None for t in tflops) else None
     row.peak_mem_bytes = max(peaks) if peaks else None
     row.prepare_ms = med([s.prepare_ms for s in samples])
+    energy = samples[0].energy if samples else None
+    if energy is not None:
+        row.energy_j, row.energy_calls = energy
     repeat = samples[0].repeatability if samples else None
     if repeat is not None:
         row.bitwise_repeatable, row.repeat_max_abs_diff = repeat.bitwise, repeat.max_abs_diff

@@ -100,7 +100,7 @@ class _Runner:
         self.max_seconds = max_seconds
         self.started = time.monotonic()
         self.options = RunOptions(warmup=spec.warmup, repeat=spec.repeat, samples=spec.samples, check=spec.check,
-                                  timing=spec.timing)
+                                  timing=spec.timing, energy=spec.energy)
         self.rows: list[ResultRow] = []
         self.pending: list[Problem] = []  # CP cases of one world size, measured together in one process group
         self.writer: ResultsWriter | None = None

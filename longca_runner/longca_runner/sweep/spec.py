@@ -54,6 +54,8 @@ class SweepSpec(BaseModel):
     measure_peak: bool = True
     # how each single-GPU case is timed (longca_runner.timing): events, cuda_graph (CUDA only), profiler
     timing: Literal["events", "cuda_graph", "profiler"] = "events"
+    # single-GPU cases: joules per call from NVML's energy counter (longca_runner.measure.energy; ~1 s a case)
+    energy: bool = False
     isolate: bool = False  # a case that kills its worker process becomes an error row (else the sweep stops)
     mask_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # context parallelism: with strategies, `kernels` are the inner kernels
