@@ -43,8 +43,8 @@ def test_a_row_asked_for_energy_records_it(monkeypatch):
     import time
 
     watts = 100.0  # a counter that gains 100 J a second, whatever runs
-    monkeypatch.setattr(energy_module.energy_per_call, "__defaults__",
-                        (0.05, lambda device: 1e3 * watts * time.perf_counter()))
+    monkeypatch.setattr(energy_module, "SECONDS", 0.05)
+    monkeypatch.setattr(energy_module.gpustate, "energy_mj", lambda device: 1e3 * watts * time.perf_counter())
     problem = Problem(kernel="reference", mask="causal", seqlen=128, heads_q=2, heads_kv=2, head_dim=16,
                       dtype="float32", device="cpu")
     asked = run_problem(problem, RunOptions(warmup=0, repeat=5, energy=True))

@@ -17,9 +17,12 @@ SECONDS = 1.0
 MIN_CALLS = 5
 
 
-def energy_per_call(step: Callable[[], Any], device: Any, seconds: float = SECONDS,
-                    counter: Callable[[str], float | None] = gpustate.energy_mj) -> tuple[float, int] | None:
-    """(joules per call, calls) of `step` on `device`, or None where its energy counter cannot be read."""
+def energy_per_call(step: Callable[[], Any], device: Any, seconds: float | None = None,
+                    counter: Callable[[str], float | None] | None = None) -> tuple[float, int] | None:
+    """(joules per call, calls) of `step` on `device` over at least `seconds` (default SECONDS), or None
+    where its energy counter (default NVML's, `gpustate.energy_mj`) cannot be read."""
+    seconds = SECONDS if seconds is None else seconds
+    counter = counter or gpustate.energy_mj
     name = str(device)
     synchronize(device)
     before = counter(name)
