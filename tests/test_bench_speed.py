@@ -141,6 +141,9 @@ measure_peak = false
     assert set(kernels) == {"torch", "sdpa"} and all(k["cases"] == 1 for k in kernels.values())
     assert all(0 < k["timed"] <= k["wall"] for k in kernels.values())
     assert sum(k["wall"] for k in kernels.values()) <= run["wall_s"] + 0.2
+    named = run["phase_names_s"]  # what the kinds are made of, by the names the cases gave their phases
+    assert {"inputs", "timing", "reference"} <= set(named) and list(named.values()) == sorted(named.values())[::-1]
+    assert sum(named.values()) <= run["wall_s"] + 0.2
     written = write_report([out / "results.jsonl"], tmp_path / "rep")
     assert "**Time** of out: " in written["markdown"] and "(2 cases measured): compile " in written["markdown"]
     assert "By kernel, slowest first: " in written["markdown"] and " over 1 case (timed " in written["markdown"]

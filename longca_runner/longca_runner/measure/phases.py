@@ -48,6 +48,7 @@ class PhaseClock:
         self.started = self._now()
         self.seconds = dict.fromkeys(KINDS, 0.0)
         self.kernels: dict[str, dict[str, float]] = {}
+        self.named: dict[str, float] = {}  # seconds per phase name, every kernel together (`phase_names_s`)
         self._phase: str | None = None
         self._kernel: str | None = None
         self._since = self.started
@@ -58,6 +59,7 @@ class PhaseClock:
         if self._phase is not None:
             kind = PHASE_KINDS.get(self._phase, "other")
             self.add(kind, now - self._since)
+            self.named[self._phase] = self.named.get(self._phase, 0.0) + now - self._since
             if self._kernel is not None:
                 self._of(self._kernel)[kind] += now - self._since
         self._phase, self._kernel, self._since = phase, kernel, now
@@ -75,6 +77,11 @@ class PhaseClock:
         ("other": inside the cases, in no counted phase: start-up, inputs, messages)."""
         return {name: {k: (int(v) if k == "cases" else round(v, 3)) for k, v in parts.items()}
                 for name, parts in self.kernels.items()}
+
+    def names_summary(self) -> dict[str, float]:
+        """`phase_names_s`: seconds per phase name as the cases named them ("inputs", "mask", "prepare",
+        "timing", ...), the slowest first: what a kind (above all "other") is made of."""
+        return {name: round(v, 3) for name, v in sorted(self.named.items(), key=lambda item: -item[1])}
 
     def add(self, kind: str, seconds: float) -> None:
         self.seconds[kind] += seconds

@@ -143,7 +143,8 @@ class _Runner:
             supervisor.close()
             if run is not None:  # also when stopped by an error: the minutes it did spend
                 record_run_end(path, run, {"wall_s": round(self.clock.wall_s(), 1), "phases_s": self.clock.summary(),
-                                           "kernels_s": self.clock.kernel_summary(), "cases_run": len(self.rows)})
+                                           "kernels_s": self.clock.kernel_summary(),
+                                           "phase_names_s": self.clock.names_summary(), "cases_run": len(self.rows)})
         return self.rows
 
     def record(self, problem: Problem, row: ResultRow) -> None:
