@@ -213,3 +213,44 @@ def test_a_bench_ended_by_sigterm_records_where_its_minutes_went(tmp_path):
     assert "terminated (SIGTERM); rows written so far are kept" in err and "Traceback" not in err
     ends = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines() if '"end"' in line]
     assert len(ends) == 1 and ends[0]["cases_run"] >= 1 and set(ends[0]["phases_s"]) >= {"timed", "check"}
+
+
+def test_the_sweep_measures_each_group_in_the_worker_that_warmed_it(tmp_path):
+    """`longca bench` keeps the prewarm's workers (`WarmPool`): a group (every kernel of one problem)
+    is measured where its compiling kernels were compiled, so no process loads them again, and its
+    reference is made once; a group no worker warmed runs in the sweep's own worker."""
+    from longca_runner import prewarm
+    from longca_runner.sweep import problems
+
+    spec_path = tmp_path / "s.toml"
+    spec_path.write_text("""[sweep]
+kernels = ["torch", "sdpa"]
+masks = ["causal"]
+seqlens = [128, 256, 384]
+heads = ["2:1"]
+head_dims = [16]
+dtypes = ["float32"]
+directions = ["fwd"]
+device = "cpu"
+samples = 1
+check = true
+measure_peak = false
+""")
+    spec = load_spec(spec_path)
+    cases = list(problems(spec))
+    warmed = [p for p in cases if p.kernel == "torch" and p.seqlen != 384]
+    assert [len(g) for g in prewarm.groups_of(cases)] == [2, 2, 2]
+    with prewarm.WarmPool() as pool:
+        assert prewarm.warm(warmed, workers=2, say=lambda line: None, pool=pool)
+        assert len(pool.by_group) == 2 and 1 <= len(pool.supervisors) <= 2
+        assert pool.for_case(cases[1]) is pool.for_case(cases[0]) and pool.for_case(cases[-1]) is None
+        used: list[tuple[str, int]] = []
+        for supervisor in pool.supervisors:
+            supervisor.run = (lambda problem, *a, _run=supervisor.run, **k:
+                              used.append((problem.kernel, problem.seqlen)) or _run(problem, *a, **k))
+        rows = run_sweep(spec, tmp_path / "out", pool=pool)
+        assert [r.status for r in rows] == ["ok"] * 6
+        assert sorted(used) == [("sdpa", 128), ("sdpa", 256), ("torch", 128), ("torch", 256)]
+        assert all(s._process is not None and s._process.is_alive() for s in pool.supervisors)  # kept for repeats
+        kept = list(pool.supervisors)
+    assert not pool.supervisors and all(s._process is None for s in kept)  # the bench ends them

@@ -91,7 +91,7 @@ def test_the_bench_command_warms_before_the_sweep_and_skips_as_told(tmp_path, mo
     order: list[str] = []
     monkeypatch.setattr(prewarm, "warm", lambda todo, *a, **k: order.append("prewarm") or True)
 
-    def sweep(spec, output, runs, resume, tick, registry, cases=None, clock=None):
+    def sweep(spec, output, runs, resume, tick, registry, cases=None, clock=None, pool=None):
         order.append("sweep")
         ResultsWriter(output / "results.jsonl").append(
             {"kernel": "sdpa", "mask": "causal", "seqlen": 256, "heads_q": 2, "heads_kv": 1, "head_dim": 64,

@@ -300,7 +300,7 @@ def bench(
     """The default benchmark: the paper's dense setting at 4K-16K on a GPU, else a small CPU run; then the report."""
     from longca.given import default_device
     from longca_runner.measure.phases import PhaseClock
-    from longca_runner.prewarm import before_bench
+    from longca_runner.prewarm import WarmPool, before_bench
     from longca_runner.repeat import check_layout, run_folders, run_repeats
     from longca_runner.sweep import plan
 
@@ -313,11 +313,12 @@ def bench(
     check_layout(output, runs)  # before anything is written
     log = output / LOG_FILE
     typer.echo(f"running {path.name} into {output} (library warnings: {log})", err=True)
-    with warnings_to(log):
+    with warnings_to(log), WarmPool() as pool:  # the prewarm's workers measure the groups they compiled
         before_bench(bench_plan.spec, run_folders(output, runs), _registry(), prewarm, resume,
-                     lambda line: typer.echo(line, err=True), log, cases=bench_plan.cases, clock=clock)
+                     lambda line: typer.echo(line, err=True), log, cases=bench_plan.cases, clock=clock, pool=pool)
         files = render.with_progress(len(bench_plan.cases) * runs, lambda tick: run_repeats(
-            bench_plan.spec, output, runs, resume, tick, _registry(), cases=bench_plan.cases, clock=clock))
+            bench_plan.spec, output, runs, resume, tick, _registry(), cases=bench_plan.cases, clock=clock,
+            pool=pool))
     written = write_report(files, output, html=True)
     typer.echo(written["markdown"])
     typer.echo(f"report: {output / 'report.md'} (and report.html, report.csv, plots) in {output}", err=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from longca.errors import LongcaError
 from longca.plugins import Registry
@@ -18,6 +19,9 @@ from longca.results import ResultRow, ResultsWriter, case_id
 from longca_runner.measure.phases import PhaseClock
 from longca_runner.outdir import RESULTS_FILE, existing_runs
 from longca_runner.sweep import SweepSpec, problems, run_sweep
+
+if TYPE_CHECKING:  # pragma: no cover - prewarm imports the sweep
+    from longca_runner.prewarm import WarmPool
 
 
 def run_folders(output: Path, runs: int) -> list[Path]:
@@ -47,10 +51,10 @@ def check_layout(output: Path, runs: int) -> None:
 def run_repeats(spec: SweepSpec, output: Path, runs: int, resume: bool = False,
                 on_case: Callable[[Problem, ResultRow | None], None] | None = None,
                 registry: Registry | None = None, cases: list[Problem] | None = None,
-                clock: PhaseClock | None = None) -> list[Path]:
+                clock: PhaseClock | None = None, pool: WarmPool | None = None) -> list[Path]:
     """The whole grid `runs` times, one repeat after the other (`cases`: the grid already
     expanded); returns the results files written. `clock` (the bench's, with its prewarm) times the
-    first run measured; each later one gets its own."""
+    first run measured; each later one gets its own. `pool`: the prewarm's workers, for every repeat."""
     folders = run_folders(output, runs)
     check_layout(output, runs)
     cases = list(problems(spec, registry)) if cases is None else cases
@@ -61,7 +65,7 @@ def run_repeats(spec: SweepSpec, output: Path, runs: int, resume: bool = False,
                     on_case(problem, None)
             continue
         # a repeat folder with no rows yet starts fresh even under --resume (run_sweep allows both)
-        run_sweep(spec, folder, resume, on_case, registry, cases=cases, clock=clock)
+        run_sweep(spec, folder, resume, on_case, registry, cases=cases, clock=clock, pool=pool)
         clock = None
     return [folder / RESULTS_FILE for folder in folders]
 

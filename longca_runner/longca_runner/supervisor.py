@@ -63,11 +63,23 @@ def _serve(conn, parent_pid: int, environ: dict[str, str]) -> None:
     warnlog.from_env()  # library warnings to the run's log file, where the parent asked for one
     for _, fields, options in procs.requests(conn):
         try:
-            row = measure_case(Problem(**fields), RunOptions(**options), lambda name: procs.tell(conn, ("phase", name)),
+            asked = RunOptions(**options)
+            row = measure_case(Problem(**fields), asked, lambda name: procs.tell(conn, ("phase", name)),
                                on_estimate=lambda seconds: procs.tell(conn, ("deadline", seconds)))
+            if asked.release_memory:
+                release_cached_memory()
             procs.tell(conn, ("row", row.model_dump()))
         except LongcaError as exc:
             procs.tell(conn, ("input", str(exc)))
+
+
+def release_cached_memory() -> None:
+    """torch's cached GPU memory back to the driver (where torch is loaded and has a GPU)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def measure_case(problem: Problem, options: RunOptions, on_phase: Callable[[str], None] = lambda name: None,

@@ -37,6 +37,9 @@ class RunOptions:
     tolerance: float | None = None
     timing: str = "events"  # longca_runner.timing.TIMING_MODES: events, cuda_graph, profiler
     energy: bool = False  # joules per call from NVML's counter (longca_runner.measure.energy; about 1 s a row)
+    # a worker gives torch's cached GPU memory back after the case (the prewarm's workers, kept idle
+    # for the sweep while another one measures, so that they hold none of the GPU's free memory)
+    release_memory: bool = False
 
     def fixed(self, repeat: int = 20) -> RunOptions:
         """These options with a fixed count of timed calls where `repeat` is None: the ranks of a CP

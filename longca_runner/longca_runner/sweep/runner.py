@@ -6,7 +6,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from longca.errors import LongcaError
 from longca.plugins import Registry, get_registry
@@ -22,6 +22,9 @@ from longca_runner.supervisor import Supervisor
 from longca_runner.sweep.grid import expand
 from longca_runner.sweep.spec import SweepSpec
 from longca_runner.timing import check_timing
+
+if TYPE_CHECKING:  # pragma: no cover - prewarm imports the sweep
+    from longca_runner.prewarm import WarmPool
 
 CP_BATCH = 8  # CP cases measured per spawned process group (rows are written after each group)
 OnCase = Callable[[Problem, ResultRow | None], None]
@@ -52,14 +55,16 @@ def measure_matmul_peak(device: str = "cuda", n: int = 8192, warm_seconds: float
 
 def run_sweep(spec: SweepSpec, output: Path, resume: bool = False, on_case: OnCase | None = None,
               registry: Registry | None = None, max_seconds: float | None = None,
-              cases: list[Problem] | None = None, clock: PhaseClock | None = None) -> list[ResultRow]:
+              cases: list[Problem] | None = None, clock: PhaseClock | None = None,
+              pool: WarmPool | None = None) -> list[ResultRow]:
     """Run every case of the grid (`cases`: the grid already expanded, else expanded here),
     appending each row as it finishes; returns the new rows.
 
     `max_seconds`: start no case (or CP batch) after that many seconds; a case already running
     finishes. The cases left are run by a later call with `resume=True`. `clock`: where the run's
     minutes went (a bench's clock has its prewarm already); recorded at the end as runs.jsonl's
-    `wall_s` and `phases_s`."""
+    `wall_s` and `phases_s`. `pool`: the prewarm's workers (`longca_runner.prewarm.WarmPool`): a
+    single-GPU case whose group one of them warmed is measured there, the others in this sweep's own."""
     registry = registry or get_registry()
     # under torchrun (one or many nodes) every rank runs the loop: the CP cases of its world size
     # join the launcher's group, single-GPU cases run on rank 0 alone, and only rank 0 writes
@@ -71,7 +76,7 @@ def run_sweep(spec: SweepSpec, output: Path, resume: bool = False, on_case: OnCa
     if spec.strategies and spec.timing != "events":
         raise LongcaError(f"timing {spec.timing!r} is for single-GPU cases; CP sweeps (strategies) time with events")
     todo = _for_this_rank(cases if cases is not None else expand(spec, registry), launched)
-    runner = _Runner(spec, resume, on_case, registry, max_seconds, clock or PhaseClock())
+    runner = _Runner(spec, resume, on_case, registry, max_seconds, clock or PhaseClock(), pool)
     if launched and os.environ.get("RANK") != "0":  # other ranks read the folder (--resume), never write it
         return runner.run(None, Path(output), todo)
     with OutputFolder(output) as folder:
@@ -94,13 +99,16 @@ class _Runner:
     """One pass over the cases: skip the done ones, batch CP cases, write rows, stop when out of time."""
 
     def __init__(self, spec: SweepSpec, resume: bool, on_case: OnCase | None, registry: Registry,
-                 max_seconds: float | None, clock: PhaseClock) -> None:
+                 max_seconds: float | None, clock: PhaseClock, pool: WarmPool | None = None) -> None:
         self.clock = clock
+        self.pool = pool
         self.spec, self.resume, self.on_case, self.registry = spec, resume, on_case, registry
         self.max_seconds = max_seconds
         self.started = time.monotonic()
+        # with the prewarm's workers, each gives its cached GPU memory back after a case: the idle ones
+        # would otherwise hold what their last case left while another measures (and reads free memory)
         self.options = RunOptions(warmup=spec.warmup, repeat=spec.repeat, samples=spec.samples, check=spec.check,
-                                  timing=spec.timing, energy=spec.energy)
+                                  timing=spec.timing, energy=spec.energy, release_memory=pool is not None)
         self.rows: list[ResultRow] = []
         self.pending: list[Problem] = []  # CP cases of one world size, measured together in one process group
         self.writer: ResultsWriter | None = None
@@ -124,6 +132,8 @@ class _Runner:
             self.writer = writer
             run = record_run(path, self.extra, self.registry)["run"]
         supervisor = Supervisor(isolate=self.spec.isolate, clock=self.clock)
+        if self.pool is not None:
+            self.pool.adopt(self.clock, self.spec.isolate)
         try:
             for problem in todo:
                 if self.out_of_time():
@@ -137,7 +147,8 @@ class _Runner:
                         self.flush_cp()
                 else:
                     self.flush_cp()
-                    self.record(problem, supervisor.run(problem, self.options, self.spec.case_timeout))
+                    warmed = self.pool.for_case(problem) if self.pool is not None else None
+                    self.record(problem, (warmed or supervisor).run(problem, self.options, self.spec.case_timeout))
             self.flush_cp()
         finally:
             supervisor.close()

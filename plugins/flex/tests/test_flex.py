@@ -45,7 +45,7 @@ def test_block_mask_matches_dense_mask(mask):
     assert np.array_equal(bm.mask_mod(0, 0, q, kv).numpy(), m.dense())
 
 
-@pytest.mark.parametrize("mask", ["causal_document", "prefix_lm_document", "global_sliding_window"])
+@pytest.mark.parametrize("mask", ["full", "causal_document", "prefix_lm_document", "global_sliding_window"])
 def test_user_block_mask_is_the_mask(mask):
     """prepare's BlockMask (create_block_mask over the natural mask_mod) has the exact block map and pairs."""
     from longca_plugin_flex.kernel import block_mask_for
