@@ -38,6 +38,9 @@ def unsupported_reason(spec: KernelSpec, problem: Problem, registry: Registry | 
     if problem.deterministic and spec.deterministic is not True:
         return (f"a deterministic backward is not offered: {spec.deterministic}" if spec.deterministic
                 else "a deterministic backward is not offered by this kernel")
+    if problem.sinks and spec.sinks is not True:
+        return (f"learnable sinks are not supported: {spec.sinks}" if spec.sinks
+                else "learnable sinks are not supported by this kernel")
     if spec.min_compute_capability and problem.device_type == "cuda":
         import torch
 
@@ -65,6 +68,8 @@ def inner_unsupported(problem: Problem, registry: Registry | None = None) -> str
         return "context parallelism runs its inner kernel's 16-bit lse primitives: no FP8 cases"
     if problem.deterministic:
         return "context parallelism: the inner kernel's lse primitives take no deterministic flag"
+    if problem.sinks:
+        return "context parallelism: the inner kernel's lse primitives take no sinks"
     if problem.head_dim_v is not None:
         return "context parallelism: its schedules move and count V at Q/K's head dim; V of its own is not wired"
     own = _own_kernels(problem, registry)

@@ -19,7 +19,7 @@ TORCH_DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16"
                 "float8_e5m2": "float8_e5m2", "fp8_e5m2": "float8_e5m2"}
 FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
 # fields added after result folders existed: left out of `key()` at their default, so old case ids stay
-NEW_FIELDS_DEFAULTS: dict[str, Any] = {"head_dim_v": None, "deterministic": False}
+NEW_FIELDS_DEFAULTS: dict[str, Any] = {"head_dim_v": None, "deterministic": False, "sinks": False}
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,9 @@ class Problem:
     head_dim_v: int | None = None
     # the backward through the kernel's deterministic algorithm (KernelSpec.deterministic)
     deterministic: bool = False
+    # one learnable attention-sink logit per query head (gpt-oss style): each row's softmax also runs
+    # over the sink, which takes probability and adds no value (`make_sinks`, KernelSpec.sinks)
+    sinks: bool = False
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:
@@ -65,8 +68,9 @@ class Problem:
                 raise LongcaError(f"head_dim_v must be a positive integer, got {self.head_dim_v!r}")
             if self.head_dim_v == self.head_dim:  # one spelling per case: the same head dim is None
                 object.__setattr__(self, "head_dim_v", None)
-        if not isinstance(self.deterministic, bool):
-            raise LongcaError(f"deterministic must be true or false, got {self.deterministic!r}")
+        for flag in ("deterministic", "sinks"):
+            if not isinstance(getattr(self, flag), bool):
+                raise LongcaError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if self.deterministic and self.direction == "fwd":
             raise LongcaError("deterministic applies to the backward (the forward is deterministic); "
                               "use direction bwd or fwdbwd")
@@ -214,6 +218,15 @@ def make_inputs(problem: Problem, sample: int = 0, requires_grad: bool = False):
               for h, d in ((problem.heads_q, problem.head_dim), (problem.heads_kv, problem.head_dim),
                            (problem.heads_kv, problem.dv))]
     return [seeded_normal(problem, shape, gen).requires_grad_(requires_grad) for shape in shapes]
+
+
+def make_sinks(problem: Problem, sample: int = 0, requires_grad: bool = False):
+    """The case's learnable sink logits: (heads_q,) float32 on its device, seeded like the inputs,
+    around 0 (a sink then takes about as much weight as one more key)."""
+    import torch
+
+    gen = torch.Generator(device="cpu").manual_seed(problem.seed * 1000003 + sample + 11)
+    return torch.randn(problem.heads_q, generator=gen).to(problem.device).requires_grad_(requires_grad)
 
 
 def seeded_normal(problem: Problem, shape: tuple[int, ...], gen):

@@ -124,11 +124,23 @@ def backward_lse(dout, q, k, v, out, lse, source: MaskSource, softmax_scale: flo
     return dq.transpose(1, 2).to(q.dtype), fold(dk, k), fold(dv, v)
 
 
-def attention(q, k, v, source: MaskSource, softmax_scale: float | None = None) -> torch.Tensor:
-    """Exact masked attention with autograd; q (B, Sq, Hq, D), k and v (B, Sk, Hkv, D)."""
-    return lse_attention(lambda q_, k_, v_: forward_lse(q_, k_, v_, source, softmax_scale),
-                         lambda dout, q_, k_, v_, out, lse: backward_lse(dout, q_, k_, v_, out, lse, source,
-                                                                         softmax_scale), q, k, v)
+def with_sinks(out: torch.Tensor, lse: torch.Tensor, sinks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, lse) of attention whose rows also normalise over one sink logit per head (no value):
+    lse' = logaddexp(lse, sink), out' = out * exp(lse - lse'); a row with no keys gives 0 and the sink."""
+    lse_s = torch.logaddexp(lse, sinks.float()[None, :, None])
+    return (out.float() * torch.exp(lse - lse_s).transpose(1, 2).unsqueeze(-1)).to(out.dtype), lse_s
+
+
+def attention(q, k, v, source: MaskSource, softmax_scale: float | None = None,
+              sinks: torch.Tensor | None = None) -> torch.Tensor:
+    """Exact masked attention with autograd; q (B, Sq, Hq, D), k and v (B, Sk, Hkv, D); `sinks`:
+    (Hq,) learnable sink logits (`with_sinks`), with their gradient."""
+    def forward(q_, k_, v_, s_=None):
+        out, lse = forward_lse(q_, k_, v_, source, softmax_scale)
+        return (out, lse) if s_ is None else with_sinks(out, lse, s_)
+
+    return lse_attention(forward, lambda dout, q_, k_, v_, out, lse: backward_lse(dout, q_, k_, v_, out, lse, source,
+                                                                                 softmax_scale), q, k, v, sinks)
 
 
 from .builtins.reference import REFERENCE  # noqa: E402,F401 - the registration, light (imports this module lazily)

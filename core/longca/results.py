@@ -58,6 +58,7 @@ class ResultRow(BaseModel):
     head_dim_v: int | None = None  # V's head dim where it differs from head_dim (192/128)
     dtype: Literal["bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2"]
     deterministic: bool = False  # the backward through the kernel's deterministic algorithm
+    sinks: bool = False  # one learnable sink logit per query head (Problem.sinks)
     direction: Literal["fwd", "bwd", "fwdbwd"]
     device: str = "cpu"
     strategy_options: dict[str, Any] | None = None
@@ -157,7 +158,7 @@ def new_row(problem: Problem, **outcome: Any) -> ResultRow:
         mask_params=dict(problem.mask_params), sampler=problem.sampler, sampler_params=dict(problem.sampler_params),
         seed=problem.seed, batch=problem.batch, seqlen=problem.seqlen, heads_q=problem.heads_q,
         heads_kv=problem.heads_kv, head_dim=problem.head_dim, head_dim_v=problem.head_dim_v, dtype=problem.dtype,
-        deterministic=problem.deterministic, direction=problem.direction,
+        deterministic=problem.deterministic, sinks=problem.sinks, direction=problem.direction,
         device=problem.device, case_id=case_id(problem), **outcome))
 
 

@@ -193,6 +193,9 @@ class KernelSpec:
     # a deterministic backward (Problem.deterministic): True if the kernel offers one (`prepare` reads
     # problem.deterministic and asks its library for it); else why not, or False (the generic refusal)
     deterministic: bool | str = False
+    # learnable sinks (Problem.sinks): True if `run(prepared, q, k, v, sinks=...)` takes the (heads_q,)
+    # float32 logits and gives their gradient; else why not, or False (the generic refusal)
+    sinks: bool | str = False
 
     def head_dim_pairs(self) -> list[tuple[int, int]] | None:
         """`head_dims` as (Q/K, V) pairs, None for any."""

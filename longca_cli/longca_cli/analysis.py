@@ -95,7 +95,7 @@ PROBLEM_FIELDS = ("kernel", "strategy", "world_size", "mask", "mask_params", "sa
 
 
 # problem fields added later: part of a row's key only where set, so older folders keep their keys
-NEW_FIELDS = (("head_dim_v", None), ("deterministic", False))
+NEW_FIELDS = (("head_dim_v", None), ("deterministic", False), ("sinks", False))
 
 
 def problem_key(row: Row) -> str:
@@ -187,9 +187,10 @@ def is_unchecked(row: Row) -> bool:
 
 
 def base_label(row: Row) -> str:
-    """kernel (or strategy/kernel); `(det)` for a deterministic backward, a column beside the default one."""
+    """kernel (or strategy/kernel); `(det)` for a deterministic backward, `(sinks)` with learnable sinks:
+    each a column beside the default one."""
     label = row["kernel"] if not row.get("strategy") else f"{row['strategy']}/{row['kernel']}"
-    return label + (" (det)" if row.get("deterministic") else "")
+    return label + (" (det)" if row.get("deterministic") else "") + (" (sinks)" if row.get("sinks") else "")
 
 
 def head_dims_label(row: Row) -> Any:

@@ -159,6 +159,7 @@ def run(
     head_dim: int = opt.HeadDim,
     head_dim_v: int | None = opt.HeadDimV,
     deterministic: bool = opt.Deterministic,
+    sinks: bool = opt.Sinks,
     batch: int = opt.Batch,
     dtype: str = opt.Dtype,
     direction: str = opt.Direction,
@@ -189,7 +190,8 @@ def run(
     from longca_runner.supervisor import Supervisor
 
     problem = problem_from(kernel, mask, seqlen, heads, head_dim, batch, dtype, direction, device, sampler, seed,
-                           mask_param, sampler_param, head_dim_v=head_dim_v, deterministic=deterministic)
+                           mask_param, sampler_param, head_dim_v=head_dim_v, deterministic=deterministic,
+                           sinks=sinks)
     from longca_runner.timing import MIN_REPEAT, check_timing
 
     check_timing(timing, problem.device)

@@ -24,6 +24,8 @@ HeadDimV: Any = typer.Option(None, "--head-dim-v", help="V's head dim where it d
 Deterministic = typer.Option(False, "--deterministic",
                              help="the backward through the kernel's deterministic algorithm (bwd and fwdbwd; "
                                   "refused by kernels without one)")
+Sinks = typer.Option(False, "--sinks", help="one learnable attention-sink logit per query head (forward and its "
+                                           "gradient; refused by kernels without them)")
 Batch = typer.Option(1, help="sequences per call")
 Dtype = typer.Option("bfloat16", help="bfloat16, float16, float32, float8_e4m3fn (fp8) or float8_e5m2 (fp8_e5m2)")
 Direction = typer.Option("fwd", help="fwd, bwd or fwdbwd")

@@ -460,7 +460,7 @@ CSV_EXTRA = ("simulated", "source", "column", "spread", "of_peak", "of_datasheet
 def write_csv(rows: list[Row], path: Path) -> None:
     """Every row with its reason; `ms_p20`/`ms_p80` and `spread` (p80/p20) give each cell's spread."""
     # fields newer than most folders appear only where a row sets them (old folders' CSVs stay as they were)
-    unset = [c for c, default in (("head_dim_v", None), ("deterministic", False))
+    unset = [c for c, default in (("head_dim_v", None), ("deterministic", False), ("sinks", False))
              if all(row.get(c, default) == default for row in rows)]
     columns = [c for c in dict.fromkeys([*FIELDS, *CSV_EXTRA])
                if c not in ("iter_times_ms", "rel_err_detail", *unset)]

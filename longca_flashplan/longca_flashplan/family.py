@@ -48,13 +48,16 @@ class FlashAdapter:
 
 
 def public_attention(adapter: FlashAdapter, functions: tuple[Callable[..., Any], Callable[..., Any]], q, k, v,
-                     call: ExecCall):
-    """One call through the library's public `flash_attn_func` or `flash_attn_varlen_func` (autograd-aware)."""
+                     call: ExecCall, sinks=None):
+    """One call through the library's public `flash_attn_func` or `flash_attn_varlen_func` (autograd-aware);
+    `sinks`: the (heads_q,) logits, as the library's `learnable_sink` (flash-attn-4)."""
     func, varlen_func = functions
     a = call.args
     causal, left, right = adapter.window(a)
     # asked for only when set: a library without the argument still runs the default backward
-    extra = {"deterministic": True} if adapter.deterministic else {}
+    extra: dict[str, Any] = {"deterministic": True} if adapter.deterministic else {}
+    if sinks is not None:
+        extra["learnable_sink"] = sinks
     if not a.varlen:
         res = func(q, k, v, softmax_scale=a.scale, causal=causal, window_size=(left, right), **extra)
     else:
@@ -70,7 +73,7 @@ def library_public_for(adapter: FlashAdapter, call: ExecCall, q, k):
     functions = adapter.public_functions()
     if functions is None:
         return None
-    return lambda q_, k_, v_, call_: public_attention(adapter, functions, q_, k_, v_, call_)
+    return lambda q_, k_, v_, call_, sinks=None: public_attention(adapter, functions, q_, k_, v_, call_, sinks)
 
 
 def flash_kernel(name: str, description: str, adapter: Callable[[], Any], *, url: str,
@@ -84,7 +87,7 @@ def flash_kernel(name: str, description: str, adapter: Callable[[], Any], *, url
                  deterministic: bool | str = False,
                  dtypes: tuple[DType, ...] = ("bfloat16", "float16"),
                  prepare_run: tuple[Callable[..., Any], Callable[..., Any]] | None = None,
-                 compiles: bool = False) -> KernelSpec:
+                 compiles: bool = False, sinks: bool | str = False) -> KernelSpec:
     """The KernelSpec of a FlashAttention-family library.
 
     `adapter()` makes the adapter (a `FlashAdapter`, or any executor adapter with `public_for`);
@@ -94,6 +97,7 @@ def flash_kernel(name: str, description: str, adapter: Callable[[], Any], *, url
     adapter's `deterministic` from the problem), else why not. `prepare_run` replaces the planned
     (prepare, run) pair (fa3's FP8 forward wraps it). `compiles`: a JIT library whose compiled
     kernels a disk cache keeps (`longca bench` compiles its cases first in parallel processes).
+    `sinks`: True when the public entry points take `learnable_sink` (masks of one call only).
     """
     def default_available() -> str | None:
         return "; ".join(r for r in (library_reason(), gpu_reason()) if r) or None
@@ -109,4 +113,5 @@ def flash_kernel(name: str, description: str, adapter: Callable[[], Any], *, url
         min_compute_capability=min_compute_capability, available=available or default_available,
         supports=supports or head_dim_reason, supports_mask=supports_mask or default_supports_mask,
         forward_lse=forward_lse, backward_lse=backward_lse, backend=backend, url=url, compiles=compiles,
+        sinks=sinks,
     )

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from longca.errors import UnsupportedError
 from longca.specs import ANY_STATIC
 
 from .executor import Adapter, ExecCall, ExecPlan, plan_attention, resolve_scale
@@ -65,9 +66,12 @@ def make_prepare_run(adapter_factory: Callable[[], Adapter],
         public = public_for(adapter, ex.single, q, k) if (public_for and ex.single is not None) else None
         return Prepared(adapter, ex, public)
 
-    def run(prepared: Prepared, q, k, v):
+    def run(prepared: Prepared, q, k, v, sinks=None):
         if prepared.public is not None:
-            return prepared.public(q, k, v, prepared.ex.single)
+            return prepared.public(q, k, v, prepared.ex.single, **({} if sinks is None else {"sinks": sinks}))
+        if sinks is not None:  # the sink enters each row's softmax once: not wired into lse-merged calls
+            raise UnsupportedError(f"learnable sinks take one library call; this mask is planned as "
+                                   f"{len(prepared.ex.calls)} lse-merged calls")
         return plan_attention(q, k, v, prepared.adapter, prepared.ex)
 
     return prepare, run

@@ -90,3 +90,40 @@ def test_spec_defaults():
     assert spec.forward_lse is not None and spec.backward_lse is not None
     problem = Problem(kernel="fa3", mask="causal", seqlen=256, head_dim=12)
     assert "multiple of 8" in spec.supports(problem)
+
+
+class EmulatedSinks(Emulated):
+    """A library whose public function takes `learnable_sink` (flash-attn-4's argument)."""
+
+    name = "emulated-sinks"
+
+    def public_functions(self):
+        plain, varlen = super().public_functions()
+
+        def func(q, k, v, softmax_scale, causal, window_size, learnable_sink=None):
+            out, lse = plain(q, k, v, softmax_scale, causal, window_size)
+            Emulated.public[-1]["sinks"] = learnable_sink is not None
+            return (out, lse) if learnable_sink is None else reference.with_sinks(out, lse, learnable_sink)
+
+        return func, varlen
+
+
+def test_sinks_go_to_the_public_call_and_are_refused_for_merged_calls(monkeypatch):
+    from longca.errors import UnsupportedError
+
+    monkeypatch.setattr(Emulated, "public", [])
+    spec = flash_kernel("emulated-sinks", "test", EmulatedSinks, url="", backend=lambda: "emulated", sinks=True)
+    assert spec.sinks is True
+    problem = Problem(kernel="reference", mask="causal", seqlen=192, heads_q=4, heads_kv=2, head_dim=16,
+                      dtype="float32", sinks=True)
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 192, h, 16, generator=gen) for h in (4, 2, 2))
+    sinks = torch.randn(4, generator=gen)
+    mask = build_mask(problem)
+    out = spec.run(spec.prepare(problem, mask, q, k, v), q, k, v, sinks=sinks)
+    want = reference.attention(q, k, v, mask, sinks=sinks)
+    assert Emulated.public[-1]["sinks"] and float((out - want).norm() / want.norm()) < 1e-5
+    merged = problem.with_(mask="share_question", sampler="uniform", seed=2)  # several calls (the test above)
+    m = build_mask(merged)
+    with pytest.raises(UnsupportedError, match="one library call"):
+        spec.run(spec.prepare(merged, m, q, k, v), q, k, v, sinks=sinks)

@@ -24,10 +24,10 @@ def _prepare(problem, mask, q, k, v):
     return mask
 
 
-def _run(mask, q, k, v):
+def _run(mask, q, k, v, sinks=None):
     from .. import reference
 
-    return reference.attention(q, k, v, mask)
+    return reference.attention(q, k, v, mask, sinks=sinks)
 
 
 def _supports(problem) -> str | None:
@@ -49,6 +49,7 @@ REFERENCE = KernelSpec(
     supports=_supports,
     # the same float32 operations in the same order on every call (no atomics): its backward is deterministic
     deterministic=True,
+    sinks=True,
 )
 
 

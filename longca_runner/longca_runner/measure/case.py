@@ -11,7 +11,7 @@ from longca.capability import unsupported_reason
 from longca.errors import LongcaError, UnsupportedError
 from longca.flops import problem_flops
 from longca.plugins import Registry, get_registry
-from longca.problem import Problem, build_mask, check_mask_params, make_inputs
+from longca.problem import Problem, build_mask, check_mask_params, make_inputs, make_sinks
 from longca.results import Checked, ResultRow, new_row
 from longca.specs import KernelSpec
 from longca_runner.measure.checks import check_mode, full_check, spot_check
@@ -78,10 +78,13 @@ def _measure_sample(spec: KernelSpec, problem: Problem, mask, sample: int, optio
     needs_grad = problem.direction != "fwd"
     phases("inputs")
     q, k, v = make_inputs(problem, sample, requires_grad=needs_grad)
+    sinks = make_sinks(problem, sample, requires_grad=needs_grad) if problem.sinks else None
+    inputs = (q, k, v) if sinks is None else (q, k, v, sinks)  # the sinks' gradient is part of the backward
     phases("prepare")
     prepare_ms, prepared = host_ms(lambda: spec.prepare(problem, mask, q, k, v), device)
     dout = seeded_dout(problem, sample) if needs_grad else None
-    step = checked_step(lambda: spec.run(prepared, q, k, v), (q, k, v), problem.direction, dout, phases)
+    extra = {} if sinks is None else {"sinks": sinks}  # asked only of kernels that take them (KernelSpec.sinks)
+    step = checked_step(lambda: spec.run(prepared, q, k, v, **extra), inputs, problem.direction, dout, phases)
     readback = Readback(options.repeat, keep=check != "no", output_only=check == "spot")  # the check judges it
     timed = time_step(step, device, options, phases=phases, after=readback)
     readback.verify()
@@ -97,8 +100,8 @@ def _measure_sample(spec: KernelSpec, problem: Problem, mask, sample: int, optio
     errors = None
     if check != "no":
         assert readback.kept is not None  # the kept call is one of the first repeat (>= 1) timed calls
-        errors = (full_check(problem, mask, readback.kept, q, k, v, dout, phases, sample) if check == "full"
-                  else spot_check(problem, mask, readback.kept[0], q, k, v, phases, sample))
+        errors = (full_check(problem, mask, readback.kept, q, k, v, dout, phases, sample, sinks) if check == "full"
+                  else spot_check(problem, mask, readback.kept[0], q, k, v, phases, sample, sinks))
     return Sample(timed.summary, timed.times, mask.area, flops, timed.peak, prepare_ms, errors, checked=check,
                   repeatability=repeat, energy=energy)
 

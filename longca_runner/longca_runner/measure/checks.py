@@ -20,6 +20,7 @@ from longca.problem import Problem
 from longca.results import Checked
 from longca_runner.measure.options import FULL_CHECK_FLOPS, SPOT_ROWS, SPOT_WINDOWS, RunOptions
 from longca_runner.measure.phases import Phases
+from longca_runner.measure.step import GRAD_NAMES
 
 RUN_SECRET = secrets.randbits(63)  # the spot windows' seed: from the OS, once per process, never recorded
 
@@ -98,44 +99,48 @@ class SharedReference:
 shared = SharedReference()
 
 
-def _full_reference(problem: Problem, mask, q, k, v, dout: torch.Tensor | None):
-    """The reference output (and gradients for dout) in float32, detached."""
-    qf, kf, vf = (t.detach().float().requires_grad_(problem.direction != "fwd") for t in (q, k, v))
-    ref = reference.attention(qf, kf, vf, mask)
+def _full_reference(problem: Problem, mask, q, k, v, dout: torch.Tensor | None, sinks: torch.Tensor | None = None):
+    """The reference output (and gradients for dout: of q, k, v and the sinks where given) in float32, detached."""
+    given = (q, k, v) if sinks is None else (q, k, v, sinks)
+    leaves = tuple(t.detach().float().requires_grad_(problem.direction != "fwd") for t in given)
+    qf, kf, vf = leaves[:3]
+    ref = reference.attention(qf, kf, vf, mask, sinks=leaves[3] if sinks is not None else None)
     grads = None
     if problem.direction != "fwd":
         assert dout is not None  # made for every direction but fwd
-        grads = tuple(g.detach() for g in _grads(ref, (qf, kf, vf), dout.float()))
+        grads = tuple(g.detach() for g in _grads(ref, leaves, dout.float()))
     return ref.detach(), grads
 
 
 def full_check(problem: Problem, mask, result: tuple[torch.Tensor, ...], q, k, v, dout: torch.Tensor | None,
-               phases: Phases, sample: int = 0) -> dict[str, float]:
-    """Relative errors of a timed call's `result` (out, and dq, dk, dv but for fwd) against the float32
-    reference on the same mask (`shared`: computed once per case and inputs, whichever kernel asks first)."""
+               phases: Phases, sample: int = 0, sinks: torch.Tensor | None = None) -> dict[str, float]:
+    """Relative errors of a timed call's `result` (out, and dq, dk, dv, dsinks but for fwd) against the
+    float32 reference on the same mask (`shared`: computed once per case and inputs, whichever kernel asks first)."""
     phases("reference")
-    ref, want = shared.get(reference_key(problem, sample, "full"), (q, k, v, dout),
-                           lambda: _full_reference(problem, mask, q, k, v, dout))
+    ref, want = shared.get(reference_key(problem, sample, "full"), (q, k, v, dout, sinks),
+                           lambda: _full_reference(problem, mask, q, k, v, dout, sinks))
     phases("check")
     errors = {"out": rel_err(result[0], ref)}
     if problem.direction != "fwd":
         assert dout is not None and want is not None
-        errors.update({f"d{n}": rel_err(g, w) for n, g, w in zip("qkv", result[1:], want, strict=True)})
+        errors.update({n: rel_err(g, w) for n, g, w in zip(GRAD_NAMES[:len(want)], result[1:], want, strict=True)})
     return errors
 
 
-def _spot_reference(problem: Problem, mask, q, k, v) -> torch.Tensor:
-    rows = [reference.forward_lse(q.detach(), k.detach(), v.detach(), mask, rows=(r0, r1))[0]
+def _spot_reference(problem: Problem, mask, q, k, v, sinks: torch.Tensor | None = None) -> torch.Tensor:
+    rows = [reference.forward_lse(q.detach(), k.detach(), v.detach(), mask, rows=(r0, r1))
             for r0, r1 in spot_windows(problem)]
-    return torch.cat(rows, 1)
+    return torch.cat([out if sinks is None else reference.with_sinks(out, lse, sinks.detach())[0]
+                      for out, lse in rows], 1)
 
 
-def spot_check(problem: Problem, mask, out: torch.Tensor, q, k, v, phases: Phases, sample: int = 0) -> dict[str, float]:
+def spot_check(problem: Problem, mask, out: torch.Tensor, q, k, v, phases: Phases, sample: int = 0,
+               sinks: torch.Tensor | None = None) -> dict[str, float]:
     """Relative error of a timed call's output on a few query windows against the reference on those rows."""
     phases("reference")
     with torch.no_grad():
-        want = shared.get(reference_key(problem, sample, "spot"), (q, k, v),
-                          lambda: _spot_reference(problem, mask, q, k, v))
+        want = shared.get(reference_key(problem, sample, "spot"), (q, k, v, sinks),
+                          lambda: _spot_reference(problem, mask, q, k, v, sinks))
         phases("check")
         got = torch.cat([out[:, r0:r1] for r0, r1 in spot_windows(problem)], 1)
     return {"out_rows": rel_err(got, want)}

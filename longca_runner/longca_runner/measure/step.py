@@ -76,10 +76,13 @@ def check_tensor(what: str, got: Any, like: torch.Tensor, shape: Sequence[int] |
         raise KernelFailure(f"non-finite output: {what} has {bad} NaN/Inf of {got.numel()} values")
 
 
+GRAD_NAMES = ("dq", "dk", "dv", "dsinks")  # of the inputs q, k, v and, where the problem has them, the sinks
+
+
 def check_grads(grads: Sequence[Any], inputs: Sequence[torch.Tensor]) -> None:
     if len(grads) != len(inputs):
         raise KernelFailure(f"wrong output layout: backward gave {len(grads)} gradients, expected {len(inputs)}")
-    for name, g, x in zip(("dq", "dk", "dv"), grads, inputs, strict=False):
+    for name, g, x in zip(GRAD_NAMES, grads, inputs, strict=False):
         check_tensor(name, g, x)
 
 
@@ -90,7 +93,7 @@ def checked_step(call: Callable[[], torch.Tensor], inputs: Sequence[torch.Tensor
     The first call is also the warm one: JIT compilation and workspaces happen there."""
     phases("first call")
     like = inputs[0]  # the output is q's (B, S, Hq) with V's head dim, in the inputs' dtype
-    shape = (*like.shape[:-1], inputs[-1].shape[-1])
+    shape = (*like.shape[:-1], inputs[2].shape[-1])
     if direction == "fwd":
         step = make_step(call, inputs, direction)
         check_tensor(what, step(), like, shape)

@@ -21,14 +21,15 @@ def problems(spec: SweepSpec, registry: Registry | None = None) -> Iterator[Prob
     for dtype, head_dims, heads, batch, mask in grid:
         hq, hkv = parse_heads(heads)
         head_dim, head_dim_v = parse_head_dims(head_dims)
-        for params, seqlen, direction, deterministic, kernel in itertools.product(
-                spec.mask_param_sets(mask), spec.seqlens, spec.directions, spec.deterministic, spec.kernels):
+        for params, seqlen, direction, deterministic, sinks, kernel in itertools.product(
+                spec.mask_param_sets(mask), spec.seqlens, spec.directions, spec.deterministic, spec.sinks,
+                spec.kernels):
             if deterministic and direction == "fwd":  # the forward is deterministic: no case to add
                 continue
             problem = Problem(kernel=kernel, mask=mask, seqlen=seqlen, heads_q=hq, heads_kv=hkv, head_dim=head_dim,
                               head_dim_v=head_dim_v, batch=batch, dtype=dtype, direction=direction,
                               device=spec.device, sampler=spec.sampler, seed=spec.seed, mask_params=dict(params),
-                              sampler_params=dict(spec.sampler_params), deterministic=deterministic)
+                              sampler_params=dict(spec.sampler_params), deterministic=deterministic, sinks=sinks)
             if not spec.strategies:
                 yield problem
             elif spec.baseline:

@@ -41,6 +41,8 @@ class SweepSpec(BaseModel):
     directions: list[Literal["fwd", "bwd", "fwdbwd"]] = ["fwd", "bwd"]
     # true: the backward through each kernel's deterministic algorithm (its bwd and fwdbwd cases only)
     deterministic: list[bool] = [False]
+    # true: one learnable attention-sink logit per query head (kernels without sinks give unsupported rows)
+    sinks: list[bool] = [False]
     device: str = "cuda"
     sampler: str = "auto"
     sampler_params: dict[str, Any] = Field(default_factory=dict)

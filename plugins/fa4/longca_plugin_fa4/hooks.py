@@ -120,6 +120,7 @@ SPEC = flash.flash_kernel(
     "fa4", "flash-attn-4 (CuTe DSL, JIT): varlen documents, window_size, lse-merged calls for heterogeneous masks",
     FA4, library_reason=library_reason, backend=lambda: f"flash-attn-4 {version()} (flash_attn.cute)",
     head_dims=HEAD_DIMS, deterministic=True, prepare_run=(prepare, run), supports=supports, compiles=True,
+    sinks=True,  # flash_attn_func's learnable_sink, forward and backward (masks of one call)
     url="https://github.com/Dao-AILab/flash-attention/tree/main/flash_attn/cute")
 
 

@@ -18,7 +18,9 @@ def prepare(problem, mask, q, k, v):
     return dense if dense.dim() == 3 else dense[None]
 
 
-def run(dense_mask, q, k, v):
+def run(dense_mask, q, k, v, sinks=None):
+    """`sinks` (Hq,): one more score column per row holding the head's logit, dropped after the softmax
+    (the sink takes probability and adds no value), as naive gpt-oss code writes it."""
     import torch
 
     heads, rep = q.shape[2], q.shape[2] // k.shape[2]
@@ -28,8 +30,12 @@ def run(dense_mask, q, k, v):
     groups = dense_mask.shape[0]
     mask = dense_mask if groups == 1 else dense_mask.repeat_interleave(heads // groups, dim=0)
     scores = (qh @ kh.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))
-    scores = scores.masked_fill(~mask, float("-inf"))
-    probs = torch.softmax(scores.float(), dim=-1).nan_to_num(0.0).to(q.dtype)
+    scores = scores.masked_fill(~mask, float("-inf")).float()
+    if sinks is not None:
+        column = sinks.float()[None, :, None, None].expand(*scores.shape[:-1], 1)
+        scores = torch.cat([scores, column], dim=-1)
+    probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    probs = (probs[..., :-1] if sinks is not None else probs).to(q.dtype)
     return (probs @ vh).transpose(1, 2)
 
 
@@ -47,6 +53,7 @@ def longca_kernels():
         deterministic=("naive torch has no deterministic option of its own; longca does not switch on the "
                        "process-wide torch.use_deterministic_algorithms"),
         memory=quadratic_memory,  # scores, mask and probabilities: S x S per head
+        sinks=True,
     )]
 
 
