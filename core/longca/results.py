@@ -59,6 +59,7 @@ class ResultRow(BaseModel):
     dtype: Literal["bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2"]
     deterministic: bool = False  # the backward through the kernel's deterministic algorithm
     sinks: bool = False  # one learnable sink logit per query head (Problem.sinks)
+    quantized: str | None = None  # what the kernel computes in fewer bits (KernelSpec.quantized)
     direction: Literal["fwd", "bwd", "fwdbwd"]
     device: str = "cpu"
     strategy_options: dict[str, Any] | None = None

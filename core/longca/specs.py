@@ -196,6 +196,9 @@ class KernelSpec:
     # learnable sinks (Problem.sinks): True if `run(prepared, q, k, v, sinks=...)` takes the (heads_q,)
     # float32 logits and gives their gradient; else why not, or False (the generic refusal)
     sinks: bool | str = False
+    # what a quantized kernel computes in fewer bits on 16-bit inputs ("INT8 Q·K per block, FP16 P·V"):
+    # its rows say so (`quantized`) and are judged by the 8-bit tolerance, not the dtype's
+    quantized: str = ""
 
     def head_dim_pairs(self) -> list[tuple[int, int]] | None:
         """`head_dims` as (Q/K, V) pairs, None for any."""

@@ -355,6 +355,38 @@ def deterministic_overhead(rows: list[Row]) -> list[dict[str, Any]]:
     return out
 
 
+def is_quantized(row: Row) -> bool:
+    """An FP8 problem, or a kernel that computes in fewer bits than its inputs (`quantized`)."""
+    return bool(row.get("quantized")) or str(row.get("dtype", "")).startswith("float8")
+
+
+def quantized_cases(rows: list[Row]) -> list[dict[str, Any]]:
+    """Each quantized kernel's case (`is_quantized`) with its forward and backward rows side by side,
+    and the fastest ok 16-bit row of the same case and direction: what the bits saved and what they
+    cost in error. The backward is always there, as a row or None (never left out)."""
+    def case(r: Row) -> tuple:
+        return (mask_label(r), r["seqlen"], heads_label(r), head_dims_label(r), r.get("batch", 1), is_simulated(r))
+
+    sixteen: dict[tuple, Row] = {}
+    for r in rows:
+        if r.get("status") == "ok" and r.get("ms_median") and not is_quantized(r) and not r.get("strategy") \
+                and r.get("dtype") in ("bfloat16", "float16"):
+            key = (*case(r), r["direction"])
+            if key not in sixteen or r["ms_median"] < sixteen[key]["ms_median"]:
+                sixteen[key] = r
+    cases: dict[tuple, dict[str, Any]] = {}
+    for r in rows:
+        if not is_quantized(r) or r.get("strategy") or r["direction"] not in ("fwd", "bwd"):
+            continue
+        key = (base_label(r), r.get("quantized") or r["dtype"], *case(r))
+        entry = cases.setdefault(key, {"kernel": base_label(r), "quantized": r.get("quantized") or r["dtype"],
+                                       "mask": mask_label(r), "seqlen": r["seqlen"], "fwd": None, "bwd": None,
+                                       "best_fwd": sixteen.get((*case(r), "fwd")),
+                                       "best_bwd": sixteen.get((*case(r), "bwd"))})
+        entry[r["direction"]] = r
+    return sorted(cases.values(), key=lambda c: (c["kernel"], c["mask"], c["seqlen"]))
+
+
 def repeatability(rows: list[Row]) -> list[dict[str, Any]]:
     """Per kernel and deterministic flag, over backward rows that ran their step again on the same inputs
     (`bitwise_repeatable`): how many there are, how many were bitwise repeatable, the largest difference."""

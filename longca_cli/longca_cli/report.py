@@ -325,6 +325,9 @@ def markdown(results: Results, memory: bool = False, variation: list[dict[str, A
     energy = energy_markdown(rows)
     if energy:
         out.append(energy)
+    quantized = quantized_markdown(rows)
+    if quantized:
+        out.append(quantized)
     anchors = anchors_markdown(rows)
     if anchors:
         out.append(anchors)
@@ -376,6 +379,40 @@ def energy_markdown(rows: list[Row]) -> str:
               f"{r['energy_j']:.3g}", f"{r['flops'] / r['energy_j'] / 1e12:.3g}", str(r.get("energy_calls") or "-")]
              for r in measured]
     out += _md_table(["kernel", "mask", "seqlen", "direction", "J per call", "TFLOP/J", "calls"], lines)
+    return "\n".join(out) + "\n"
+
+
+def _quantized_cell(row: Row | None) -> tuple[str, str]:
+    """(ms, relative error) of a quantized row; its status where it has no time (never a blank backward)."""
+    if row is None:
+        return "not run", ""
+    if row.get("status") != "ok" or not row.get("ms_median"):
+        return str(row.get("status")), ""
+    err = row.get("rel_err")
+    return f"{row['ms_median']:.3g}", "" if err is None else f"{err:.2g}"
+
+
+def quantized_markdown(rows: list[Row]) -> str:
+    """Quantized kernels' time and error, forward and backward side by side, beside the fastest 16-bit
+    kernel of the same case; empty when no row is quantized."""
+    cases = analysis.quantized_cases(rows)
+    if not cases:
+        return ""
+    out = ["## Quantized kernels: error beside time\n",
+           "FP8 problems and kernels that compute in fewer bits than their bfloat16 inputs (`quantized`): median ms "
+           "and relative error against the float32 reference (the worst of out, dq, dk, dv), the forward and the "
+           "backward side by side (a backward it does not have says so), beside the fastest 16-bit kernel's ms on "
+           "the same case.\n"]
+    lines = []
+    for c in cases:
+        fwd_ms, fwd_err = _quantized_cell(c["fwd"])
+        bwd_ms, bwd_err = _quantized_cell(c["bwd"])
+        best = [f"{b['ms_median']:.3g} ({analysis.base_label(b)})" if b else "-"
+                for b in (c["best_fwd"], c["best_bwd"])]
+        lines.append([c["kernel"], c["quantized"], c["mask"], format_size(c["seqlen"]), fwd_ms, fwd_err, bwd_ms,
+                      bwd_err, *best])
+    out += _md_table(["kernel", "quantized", "mask", "seqlen", "fwd ms", "fwd error", "bwd ms", "bwd error",
+                      "16-bit fwd ms", "16-bit bwd ms"], lines)
     return "\n".join(out) + "\n"
 
 
@@ -460,7 +497,7 @@ CSV_EXTRA = ("simulated", "source", "column", "spread", "of_peak", "of_datasheet
 def write_csv(rows: list[Row], path: Path) -> None:
     """Every row with its reason; `ms_p20`/`ms_p80` and `spread` (p80/p20) give each cell's spread."""
     # fields newer than most folders appear only where a row sets them (old folders' CSVs stay as they were)
-    unset = [c for c, default in (("head_dim_v", None), ("deterministic", False), ("sinks", False))
+    unset = [c for c, default in (("head_dim_v", None), ("deterministic", False), ("sinks", False), ("quantized", None))
              if all(row.get(c, default) == default for row in rows)]
     columns = [c for c in dict.fromkeys([*FIELDS, *CSV_EXTRA])
                if c not in ("iter_times_ms", "rel_err_detail", *unset)]

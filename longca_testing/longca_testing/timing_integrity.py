@@ -40,7 +40,7 @@ from longca.plugins import Registry
 from longca.problem import Problem, build_mask, make_inputs
 from longca.specs import KernelSpec
 from longca_runner import measure, timing
-from longca_runner.measure import TOLERANCE, make_step, rel_err, result_tensors
+from longca_runner.measure import make_step, rel_err, result_tensors, tolerance_for
 
 CALLS = 3  # timed calls judged against the reference, each on its own fresh inputs
 SETTLE_S = 0.2  # pause before the second read: longer than any honest call at the suite's sizes
@@ -123,7 +123,7 @@ def _fault(describe: Callable[[Problem], str], problem: Problem, text: str) -> A
 def check_fresh_calls(spec: KernelSpec, problem: Problem, mask: Any, describe: Callable[[Problem], str]) -> None:
     """Each timed call on fresh inputs is right, read right after its timer and after a pause."""
     device = torch.device(problem.device)
-    tolerance = TOLERANCE[problem.dtype]
+    tolerance = tolerance_for(problem, spec)
     sets = [Inputs(spec, problem, mask) for _ in range(CALLS)]
     results: list[tuple[torch.Tensor, ...]] = []
     snaps: list[torch.Tensor] = []

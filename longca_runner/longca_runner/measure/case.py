@@ -122,6 +122,7 @@ def _refused(spec: KernelSpec, problem: Problem, options: RunOptions, registry: 
         row.backend = spec.backend() or spec.name
     except Exception:  # noqa: BLE001 - a backend label must not stop a run
         row.backend = spec.name
+    row.quantized = spec.quantized or None
     phases("memory check")
     too_big = fits(spec, problem, options)
     if too_big:
@@ -197,4 +198,4 @@ def run_problem(problem: Problem, options: RunOptions | None = None,
                 torch.cuda.empty_cache()
             return fail(row, exc, phases.current)
     summarize_samples(row, samples)
-    return finish(row, samples[0].errors, options.tolerance or tolerance_for(problem), samples[0].checked)
+    return finish(row, samples[0].errors, options.tolerance or tolerance_for(problem, spec), samples[0].checked)
