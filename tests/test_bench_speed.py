@@ -240,6 +240,7 @@ measure_peak = false
     cases = list(problems(spec))
     warmed = [p for p in cases if p.kernel == "torch" and p.seqlen != 384]
     assert [len(g) for g in prewarm.groups_of(cases)] == [2, 2, 2]
+    assert prewarm.group_key(cases[0]) == prewarm.group_key(cases[0].with_(direction="bwd", kernel="x"))
     with prewarm.WarmPool() as pool:
         assert prewarm.warm(warmed, workers=2, say=lambda line: None, pool=pool)
         assert len(pool.by_group) == 2 and 1 <= len(pool.supervisors) <= 2

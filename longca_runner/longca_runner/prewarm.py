@@ -4,8 +4,8 @@ masks and lengths spends most of its wall time compiling, one case after another
 
 Each case runs once (no timing, one mask sample) in one of several supervised worker processes
 (`longca_runner.supervisor`: each case bounded, a stuck one killed and named), which fills inductor's and
-Triton's caches on disk. The cases of one group (the same problem but for the kernel:
-`group_key`) are warmed one after the other by one worker; where the caller keeps the workers
+Triton's caches on disk. The cases of one group (the same problem but for the kernel and the
+direction: `group_key`) are warmed one after the other by one worker; where the caller keeps the workers
 (`WarmPool`, as `longca bench` does), the sweep measures each group in the worker that compiled it,
 one case at a time as before: a fresh process would load every compiled graph from the disk cache
 again (on the H200, about 2 s a flex case and 12 s for flash-attn-4's first), and the group's
@@ -42,9 +42,12 @@ COMPILE_THREADS = "1"
 
 
 def group_key(problem: Problem) -> str:
-    """What the cases of one group share: the whole problem but its kernel (a sweep runs kernels
-    innermost, so a group's cases follow each other and share one float32 reference)."""
-    return json.dumps({k: v for k, v in asdict(problem).items() if k != "kernel"}, sort_keys=True, default=str)
+    """What the cases of one group share: the whole problem but its kernel and direction. A sweep runs
+    kernels innermost, directions next, so a group's cases follow each other (each direction's share
+    one float32 reference); a backward's compile reuses what the forward's left in that process
+    (flash-attn-4's forward kernel, the BlockMask's graph)."""
+    return json.dumps({k: v for k, v in asdict(problem).items() if k not in ("kernel", "direction")},
+                      sort_keys=True, default=str)
 
 
 class WarmPool:

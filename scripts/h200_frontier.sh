@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The issue-40 rows and the checks that have not run on a GPU yet, on a machine already set up by
+# scripts/h200_setup.sh (PYTHONPATH exported): learnable sinks (fa4, torch), SageAttention, energy,
+# fa4 and flex-fa4 against direct calls, cudnn's timing-integrity check. Each step is bounded and
+# logged under OUT; a step that fails does not stop the next.
+#
+# usage: bash scripts/h200_frontier.sh OUT
+set -uo pipefail
+out=${1:?usage: scripts/h200_frontier.sh OUT}
+mkdir -p "$out"
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+step() {  # step NAME SECONDS command...
+  local name=$1 limit=$2; shift 2
+  local start=$(date +%s)
+  timeout "$limit" "$@" > "$out/$name.log" 2>&1
+  echo "$name: exit $? after $(( $(date +%s) - start )) s" | tee -a "$out/steps.txt"
+}
+rows() {  # rows NAME SECONDS run-options...: one checked row as JSON, appended to OUT/rows.jsonl
+  local name=$1 limit=$2; shift 2
+  step "$name" "$limit" python3 -m longca_cli run --heads 64:8 --check -f json --output "$out/rows" "$@"
+}
+step cudnn-integrity 150 python3 -m pytest -q -rfEs -p no:cacheprovider -m "longca_gpu or gpu" plugins/cudnn
+rows sinks-fa4-causal-fwd 90 --kernel fa4 --mask causal --seqlen 8k --direction fwd --sinks
+rows sinks-fa4-causal-bwd 90 --kernel fa4 --mask causal --seqlen 8k --direction bwd --sinks
+rows sinks-fa4-documents-bwd 90 --kernel fa4 --mask causal_document --seqlen 8k --direction bwd --sinks
+rows sinks-torch-causal-bwd 90 --kernel torch --mask causal --seqlen 4k --direction bwd --sinks
+rows nosinks-fa4-causal-bwd 90 --kernel fa4 --mask causal --seqlen 8k --direction bwd
+for mask in full causal causal_document; do
+  rows "sage-$mask-fwd" 90 --kernel sage --mask "$mask" --seqlen 8k --direction fwd
+done
+rows energy-fa4-causal-fwd 60 --kernel fa4 --mask causal --seqlen 8k --direction fwd --energy
+step plugin-vs-direct 240 python3 benchmarks/plugin_vs_direct.py --kernels fa4,flex-fa4 \
+  --masks full,causal,causal_document --seqlens 8k --directions fwd,bwd --out "$out/pvd"
+cat "$out/steps.txt"
