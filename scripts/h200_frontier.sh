@@ -24,6 +24,8 @@ step cudnn-integrity 150 python3 -m pytest -q -rfEs -p no:cacheprovider -m "long
 rows sinks-fa4-causal-fwd 90 --kernel fa4 --mask causal --seqlen 8k --direction fwd --sinks
 rows sinks-fa4-causal-bwd 90 --kernel fa4 --mask causal --seqlen 8k --direction bwd --sinks
 rows sinks-fa4-documents-bwd 90 --kernel fa4 --mask causal_document --seqlen 8k --direction bwd --sinks
+rows sinks-flex-causal-bwd 120 --kernel flex --mask causal --seqlen 8k --direction bwd --sinks
+rows sinks-flex-fa4-causal-fwd 120 --kernel flex-fa4 --mask causal --seqlen 8k --direction fwd --sinks
 rows sinks-torch-causal-bwd 90 --kernel torch --mask causal --seqlen 4k --direction bwd --sinks
 rows nosinks-fa4-causal-bwd 90 --kernel fa4 --mask causal --seqlen 8k --direction bwd
 for mask in full causal causal_document; do

@@ -99,3 +99,11 @@ def test_a_sweep_axis_and_the_run_flag(tmp_path):
     assert done.exit_code == 0, done.output
     row = json.loads(done.output.strip().splitlines()[-1])
     assert row["sinks"] is True and row["status"] == "ok" and row["checked"] == "full"
+
+
+def test_flex_takes_sinks_through_its_lse_and_flex_fa4_forward_only():
+    row = run_problem(_problem(kernel="flex", direction="fwd"), RunOptions(check=True, warmup=0, repeat=2, samples=1))
+    assert row.status == "ok" and row.rel_err_detail["out"] < 1e-5
+    from longca_plugin_flex_fa4.hooks import SINKS_BACKWARD, supports
+
+    assert supports(_problem(kernel="flex-fa4", dtype="bfloat16", device="cuda")) == SINKS_BACKWARD

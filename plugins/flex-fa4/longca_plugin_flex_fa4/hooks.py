@@ -64,8 +64,14 @@ def available() -> str | None:
     return torch_reason()
 
 
+SINKS_BACKWARD = ("learnable sinks go through flex_attention's lse, and torch's FLASH backend has no gradient "
+                  "through the lse (dLSE): forward only")
+
+
 def supports(problem) -> str | None:
     """flash-attn-4's own head-dim check for this GPU (its assertion message), where it can be asked."""
+    if problem.sinks and problem.direction != "fwd":
+        return SINKS_BACKWARD
     if problem.device_type != "cuda" or available() is not None:
         return None  # the capability checks say why first
     try:
@@ -107,7 +113,7 @@ SPEC = KERNEL.spec(
     "flex-fa4",
     "FlexAttention on FlashAttention-4 (kernel_options BACKEND=FLASH): natural mask_mod, create_block_mask",
     dtypes=("bfloat16", "float16"), devices=("cuda",), min_compute_capability=(9, 0), available=available,
-    supports=supports, backend=backend, compiles=True,
+    supports=supports, backend=backend, compiles=True, sinks=True,  # forward only: `supports`
     # what flash-attn-4 takes on SM90 and SM100 alike (its _validate_head_dims; `supports` asks it for this GPU)
     head_dims=(64, 96, 128, 192, 256, (192, 128)),
     deterministic=("torch's FLASH backend has a deterministic block-sparse backward (create_block_mask("

@@ -47,6 +47,7 @@ def backend() -> str:
 SPEC = KERNEL.spec(
     "flex", "FlexAttention (Triton): compiled flex_attention, create_block_mask over each mask's natural mask_mod",
     devices=("cpu", "cuda"), available=available, supports=supports, backend=backend, compiles=True,
+    sinks=True,  # through the call's lse (`FlexKernel.run`), as torchtitan's gpt-oss does
     # any (Q/K, V) pair: flex_attention checks only that Q and K share a head dim (V has its own, Ev)
     head_dims=None,
     deterministic=("flex_attention's Triton backward has no deterministic option per call; longca does not "

@@ -121,8 +121,16 @@ class FlexKernel:
         """The BlockMask: natural mask_mod + create_block_mask, or the generic form from slices."""
         return block_mask_for(mask, q.device)
 
-    def run(self, block_mask, q, k, v):
-        return self.call(q, k, v, block_mask)
+    def run(self, block_mask, q, k, v, sinks=None):
+        """flex_attention; with `sinks` (Hq,) the way torchtitan's gpt-oss runs them on Flex: the output
+        and lse of the call, the output scaled by sigmoid(lse - sink) per row (autograd through both)."""
+        if sinks is None:
+            return self.call(q, k, v, block_mask)
+        import torch
+
+        out, lse = self.call(q, k, v, block_mask, lse=True)
+        scale = torch.sigmoid(lse.float() - sinks.float()[None, :, None]).transpose(1, 2).unsqueeze(-1)
+        return (out.float() * scale).to(out.dtype)
 
     def forward_lse(self, q, k, v, slices, softmax_scale: float | None = None):
         import torch
