@@ -240,12 +240,19 @@ def run_backward(adapter: Adapter, ex: ExecPlan, dout, q, k, v, out, lse):
     return tuple(g.to(x.dtype) for g, x in zip(grads, (q, k, v), strict=True))
 
 
-def plan_attention(q, k, v, adapter: Adapter, ex: ExecPlan) -> torch.Tensor:
-    """`run_forward` with autograd through `run_backward`."""
+def plan_attention(q, k, v, adapter: Adapter, ex: ExecPlan, sinks=None) -> torch.Tensor:
+    """`run_forward` with autograd through `run_backward`. With `sinks` (Hq,) they enter through the merged
+    lse, as users of a library without sinks add them (`longca.reference.with_sinks`): the backward is the
+    plan's own given the sink-including out and lse, and the sinks' gradient follows from them."""
     from longca.autograd import lse_attention
+    from longca.reference import with_sinks
 
-    return lse_attention(lambda q_, k_, v_: run_forward(adapter, ex, q_, k_, v_),
-                         lambda dout, *rest: run_backward(adapter, ex, dout.contiguous(), *rest), q, k, v)
+    def forward(q_, k_, v_, s_=None):
+        out, lse = run_forward(adapter, ex, q_, k_, v_)
+        return (out, lse) if s_ is None else with_sinks(out, lse, s_)
+
+    return lse_attention(forward, lambda dout, *rest: run_backward(adapter, ex, dout.contiguous(), *rest),
+                         q, k, v, sinks)
 
 
 def resolve_scale(q, scale: float | None) -> float:

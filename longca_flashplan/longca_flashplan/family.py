@@ -32,6 +32,8 @@ class FlashAdapter:
     window_ok = staticmethod(any_window)
     # the backward through the library's deterministic algorithm (set by prepare from Problem.deterministic)
     deterministic = False
+    # the public entry points take learnable sinks (`learnable_sink`); else sinks go through the plan's lse
+    public_sinks = False
 
     def window(self, args: CallArgs) -> tuple[bool, Any, Any]:
         """(causal, left, right) as the library takes them; FlashAttention-2/3 spell unbounded -1."""
@@ -97,7 +99,8 @@ def flash_kernel(name: str, description: str, adapter: Callable[[], Any], *, url
     adapter's `deterministic` from the problem), else why not. `prepare_run` replaces the planned
     (prepare, run) pair (fa3's FP8 forward wraps it). `compiles`: a JIT library whose compiled
     kernels a disk cache keeps (`longca bench` compiles its cases first in parallel processes).
-    `sinks`: True when the public entry points take `learnable_sink` (masks of one call only).
+    `sinks`: True when the kernel takes learnable sinks: the public call's `learnable_sink` where the
+    adapter says `public_sinks` and the mask is one call, else through the merged lse of the plan.
     """
     def default_available() -> str | None:
         return "; ".join(r for r in (library_reason(), gpu_reason()) if r) or None

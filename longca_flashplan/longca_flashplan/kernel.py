@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from longca.errors import UnsupportedError
 from longca.specs import ANY_STATIC
 
 from .executor import Adapter, ExecCall, ExecPlan, plan_attention, resolve_scale
@@ -67,12 +66,11 @@ def make_prepare_run(adapter_factory: Callable[[], Adapter],
         return Prepared(adapter, ex, public)
 
     def run(prepared: Prepared, q, k, v, sinks=None):
-        if prepared.public is not None:
+        """The library's public call for a one-call mask (with `sinks` only where it takes them:
+        `public_sinks`), else the plan's primitives merged by lse (sinks through the merged lse)."""
+        if prepared.public is not None and (sinks is None or getattr(prepared.adapter, "public_sinks", False)):
             return prepared.public(q, k, v, prepared.ex.single, **({} if sinks is None else {"sinks": sinks}))
-        if sinks is not None:  # the sink enters each row's softmax once: not wired into lse-merged calls
-            raise UnsupportedError(f"learnable sinks take one library call; this mask is planned as "
-                                   f"{len(prepared.ex.calls)} lse-merged calls")
-        return plan_attention(q, k, v, prepared.adapter, prepared.ex)
+        return plan_attention(q, k, v, prepared.adapter, prepared.ex, sinks)
 
     return prepare, run
 

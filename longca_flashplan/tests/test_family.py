@@ -108,22 +108,26 @@ class EmulatedSinks(Emulated):
         return func, varlen
 
 
-def test_sinks_go_to_the_public_call_and_are_refused_for_merged_calls(monkeypatch):
-    from longca.errors import UnsupportedError
-
+def test_sinks_go_to_a_public_call_that_takes_them_and_else_through_the_merged_lse(monkeypatch):
     monkeypatch.setattr(Emulated, "public", [])
-    spec = flash_kernel("emulated-sinks", "test", EmulatedSinks, url="", backend=lambda: "emulated", sinks=True)
-    assert spec.sinks is True
-    problem = Problem(kernel="reference", mask="causal", seqlen=192, heads_q=4, heads_kv=2, head_dim=16,
-                      dtype="float32", sinks=True)
     gen = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(1, 192, h, 16, generator=gen) for h in (4, 2, 2))
-    sinks = torch.randn(4, generator=gen)
-    mask = build_mask(problem)
-    out = spec.run(spec.prepare(problem, mask, q, k, v), q, k, v, sinks=sinks)
-    want = reference.attention(q, k, v, mask, sinks=sinks)
-    assert Emulated.public[-1]["sinks"] and float((out - want).norm() / want.norm()) < 1e-5
-    merged = problem.with_(mask="share_question", sampler="uniform", seed=2)  # several calls (the test above)
-    m = build_mask(merged)
-    with pytest.raises(UnsupportedError, match="one library call"):
-        spec.run(spec.prepare(merged, m, q, k, v), q, k, v, sinks=sinks)
+    q, k, v = (torch.randn(1, 192, h, 16, generator=gen, requires_grad=True) for h in (4, 2, 2))
+    sinks = torch.randn(4, generator=gen, requires_grad=True)
+    dout = torch.randn(1, 192, 4, 16, generator=gen)
+    for adapter, public_sinks in ((EmulatedSinks, True), (Emulated, False)):
+        monkeypatch.setattr(adapter, "public_sinks", public_sinks)
+        spec = flash_kernel(adapter.name, "test", adapter, url="", backend=lambda: "emulated", sinks=True)
+        assert spec.sinks is True
+        for mask_name, one_call in (("causal", True), ("share_question", False)):  # several calls: the merged lse
+            problem = Problem(kernel="reference", mask=mask_name, seqlen=192, heads_q=4, heads_kv=2, head_dim=16,
+                              dtype="float32", sampler="uniform", seed=2, sinks=True)
+            mask = build_mask(problem)
+            calls = len(Emulated.public)
+            out = spec.run(spec.prepare(problem, mask, q, k, v), q, k, v, sinks=sinks)
+            assert len(Emulated.public) == calls + (1 if public_sinks and one_call else 0)
+            want = reference.attention(q, k, v, mask, sinks=sinks)
+            assert float((out - want).detach().norm() / want.detach().norm()) < 1e-5
+            if not public_sinks:  # the emulated public call has no backward; the plan's has, dsinks included
+                got, expected = (torch.autograd.grad(x, (q, k, v, sinks), dout) for x in (out, want))
+                for g, w in zip(got, expected, strict=True):
+                    assert float((g - w).norm() / w.norm()) < 1e-5

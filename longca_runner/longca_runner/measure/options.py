@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from longca.errors import LongcaError
 from longca_runner.timing import TIMING_MODES
@@ -21,10 +22,10 @@ SPOT_WINDOWS, SPOT_ROWS = 4, 64
 QUANTIZED_TOLERANCE = TOLERANCE["float8_e4m3fn"]
 
 
-def tolerance_for(problem, spec=None) -> float:
+def tolerance_for(problem, spec: Any = None) -> float:
     """The relative error a row of this problem may have: `TOLERANCE` of its dtype, or for a quantized
     kernel's (`spec.quantized`) 16-bit problem the 8-bit one, whichever is larger."""
-    if spec is not None and getattr(spec, "quantized", ""):
+    if spec is not None and spec.quantized:
         return max(TOLERANCE[problem.dtype], QUANTIZED_TOLERANCE)
     return TOLERANCE[problem.dtype]
 

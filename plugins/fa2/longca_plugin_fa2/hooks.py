@@ -50,6 +50,7 @@ SPEC = flash.flash_kernel(
            "lse-merged calls for heterogeneous masks",
     backends.adapter, public_for=backends.public_for, available=available, backend=backend, head_dims=HEAD_DIMS,
     supports=supports, deterministic=True, min_compute_capability=(8, 0),
+    sinks=True,  # FlashAttention-2 has none of its own: through the explicit-lse calls' merged lse
     url="https://github.com/Dao-AILab/flash-attention")
 
 

@@ -25,6 +25,7 @@ class FA4(flash.FlashAdapter):
     """flash-attn-4's explicit-lse primitives."""
 
     name = "fa4"
+    public_sinks = True  # flash_attn_func's learnable_sink
 
     def window(self, args: CallArgs):
         """(causal, left, right) in flash-attn-4's convention: None = unbounded."""
@@ -120,7 +121,7 @@ SPEC = flash.flash_kernel(
     "fa4", "flash-attn-4 (CuTe DSL, JIT): varlen documents, window_size, lse-merged calls for heterogeneous masks",
     FA4, library_reason=library_reason, backend=lambda: f"flash-attn-4 {version()} (flash_attn.cute)",
     head_dims=HEAD_DIMS, deterministic=True, prepare_run=(prepare, run), supports=supports, compiles=True,
-    sinks=True,  # flash_attn_func's learnable_sink, forward and backward (masks of one call)
+    sinks=True,  # flash_attn_func's learnable_sink on one-call masks, the merged lse on the others
     url="https://github.com/Dao-AILab/flash-attention/tree/main/flash_attn/cute")
 
 
