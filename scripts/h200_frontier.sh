@@ -26,6 +26,7 @@ rows sinks-fa4-causal-bwd 90 --kernel fa4 --mask causal --seqlen 8k --direction 
 rows sinks-fa4-documents-bwd 90 --kernel fa4 --mask causal_document --seqlen 8k --direction bwd --sinks
 rows sinks-flex-causal-bwd 120 --kernel flex --mask causal --seqlen 8k --direction bwd --sinks
 rows sinks-flex-fa4-causal-fwd 120 --kernel flex-fa4 --mask causal --seqlen 8k --direction fwd --sinks
+rows sinks-cudnn-causal-bwd 90 --kernel cudnn --mask causal --seqlen 8k --direction bwd --sinks
 rows sinks-torch-causal-bwd 90 --kernel torch --mask causal --seqlen 4k --direction bwd --sinks
 rows nosinks-fa4-causal-bwd 90 --kernel fa4 --mask causal --seqlen 8k --direction bwd
 for mask in full causal causal_document; do

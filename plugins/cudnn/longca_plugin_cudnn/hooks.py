@@ -172,6 +172,8 @@ def frontend_supports(problem) -> str | None:
 
 
 def supports(problem) -> str | None:
+    if problem.sinks and problem.fp8:
+        return SINKS_REFUSED
     if PATH == "frontend" and problem.fp8:
         return frontend.frontend_reason() or fp8.fp8_reason(problem)
     return frontend_supports(problem) if PATH == "frontend" else torch_supports(problem)
@@ -182,8 +184,23 @@ def frontend_prepare(problem, mask, q, k, v):
     return fp8.prepare(problem, mask, q, k, v) if problem.fp8 else frontend.prepare(problem, mask, q, k, v)
 
 
-def frontend_run(prepared, q, k, v):
-    return fp8.run(prepared, q, k, v) if isinstance(prepared, fp8.Fp8Prepared) else frontend.run(prepared, q, k, v)
+def frontend_run(prepared, q, k, v, sinks=None):
+    """The FP8 graphs (fp8.py), or the planned graphs; `sinks` through the calls' merged lse."""
+    if isinstance(prepared, fp8.Fp8Prepared):
+        return fp8.run(prepared, q, k, v)
+    return frontend.run(prepared, q, k, v) if sinks is None else frontend.run(prepared, q, k, v, sinks=sinks)
+
+
+# learnable sinks enter through the graphs' stats (an elementwise pass over the output after the
+# call), as users of a library without sinks add them; cuDNN frontend 1.32 also takes a fused
+# `sink_token` (1, H, 1, 1) float32 graph input, not wired here yet
+SINKS_CAVEAT = "learnable sinks through the lse after the cuDNN call, not cuDNN's fused sink_token"
+SINKS_REFUSED = ("learnable sinks: the frontend path takes them (through the lse); the torch path and FP8 "
+                 "problems do not")
+
+
+def frontend_caveat(problem) -> str | None:
+    return SINKS_CAVEAT if problem.sinks else None
 
 
 def supports_mask(problem, mask) -> str | None:
@@ -240,7 +257,8 @@ def make_spec(path: str) -> KernelSpec:
         forward_lse=frontend.forward_lse if on_frontend else torch_forward_lse,
         backward_lse=frontend.backward_lse if on_frontend else None,
         backend=backend,
-        caveat=None if on_frontend else torch_caveat,
+        caveat=frontend_caveat if on_frontend else torch_caveat,
+        sinks=True if on_frontend else SINKS_REFUSED,
         url="https://docs.nvidia.com/deeplearning/cudnn/frontend/latest/operations/Attention.html",
     )
 

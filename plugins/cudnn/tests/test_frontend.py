@@ -262,3 +262,23 @@ def test_a_crop_can_need_a_one_pair_backward():
     out, lse = forward_lse(q, k, v, slices)
     backward_lse(torch.randn(out.shape, generator=gen), q, k, v, out, lse, slices)
     assert any(s.backward and s.one_pair for s in engine.built)
+
+
+@pytest.mark.parametrize("mask", ["causal", "causal_document", "share_question"])
+def test_emulated_frontend_takes_sinks_through_the_lse(mask):
+    """Learnable sinks on the frontend path: the graphs' stats give the lse they enter through, forward and
+    backward (the sinks' gradient too), against the reference with sinks; rows say how (caveat)."""
+    problem = _problem(mask)
+    m = problem_mask(problem)
+    q, k, v = make_inputs(problem, requires_grad=True)
+    sinks = torch.randn(problem.heads_q, generator=torch.Generator().manual_seed(5), requires_grad=True)
+    prepared = frontend.prepare(problem, m, q, k, v, engine=EmulatedGraphs())
+    out = hooks.frontend_run(prepared, q, k, v, sinks=sinks)
+    ref = reference_attention(q, k, v, m, sinks=sinks)
+    dout = torch.randn_like(q)
+    got, want = (torch.autograd.grad(x, (q, k, v, sinks), dout) for x in (out, ref))
+    assert rel_err(out, ref) < 1e-5
+    for g, w in zip(got, want, strict=True):
+        assert rel_err(g, w) < 1e-5
+    assert hooks.frontend_caveat(problem.with_(sinks=True)) == hooks.SINKS_CAVEAT
+    assert hooks.frontend_caveat(problem) is None
