@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The issue-40 rows and the checks that have not run on a GPU yet, on a machine already set up by
-# scripts/h200_setup.sh (PYTHONPATH exported): learnable sinks (fa4, torch), SageAttention, energy,
+# scripts/h200_setup.sh (PYTHONPATH exported): learnable sinks (fa4, fa2, cudnn, flex, torch),
+# SageAttention, cuDNN's interval-mask attention (cudnn-flex), energy,
 # fa4 and flex-fa4 against direct calls, cudnn's timing-integrity check. Each step is bounded and
 # logged under OUT; a step that fails does not stop the next.
 #
@@ -31,6 +32,11 @@ rows sinks-torch-causal-bwd 90 --kernel torch --mask causal --seqlen 4k --direct
 rows nosinks-fa4-causal-bwd 90 --kernel fa4 --mask causal --seqlen 8k --direction bwd
 for mask in full causal causal_document; do
   rows "sage-$mask-fwd" 90 --kernel sage --mask "$mask" --seqlen 8k --direction fwd
+done
+for mask in causal_document share_question; do
+  for direction in fwd bwd; do
+    rows "cudnn-flex-$mask-$direction" 120 --kernel cudnn-flex --mask "$mask" --seqlen 8k --direction "$direction"
+  done
 done
 rows energy-fa4-causal-fwd 60 --kernel fa4 --mask causal --seqlen 8k --direction fwd --energy
 step plugin-vs-direct 240 python3 benchmarks/plugin_vs_direct.py --kernels fa4,flex-fa4 \

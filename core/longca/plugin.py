@@ -30,6 +30,7 @@ from .masks.slices import (
     dense,
     flashmask_bounds,
     masked_row_intervals,
+    visible_key_intervals,
 )
 from .masks.slices import as_array as slices_array
 from .specs import (
@@ -73,6 +74,7 @@ __all__ = [
     "hookimpl", "KernelSpec", "MaskSpec", "SamplerSpec", "Device", "ANY_STATIC", "ANY_BLOCK_SPARSE",
     "Mask", "BlockSparseLayout", "FULL", "CAUSAL", "PARTIAL", "FULL_BLOCK",
     "slices_array", "band_to_slices", "block_map", "crop", "dense", "flashmask_bounds", "masked_row_intervals",
+    "visible_key_intervals",
     "LongcaError", "UnsupportedError", *_LAZY,
 ]
 

@@ -97,6 +97,20 @@ def test_masked_row_intervals_reconstruct_crops_padded_past_the_mask(name):
 
 
 @pytest.mark.parametrize("name", STATIC_MASKS)
+def test_visible_key_intervals_are_the_mask_row_by_row(name):
+    """Each query row's visible keys as merged half-open intervals, sorted: exactly the dense mask."""
+    mask = build_mask(Problem(kernel="reference", mask=name, seqlen=2048, seed=5,
+                              mask_params={"window": 100} if "window" in name else {}))
+    rows, starts, ends = sl.visible_key_intervals(mask.slices)
+    rebuilt = np.zeros((2048, 2048), dtype=bool)
+    for r, a, b in zip(rows, starts, ends, strict=True):
+        rebuilt[r, a:b] = True
+    assert np.array_equal(rebuilt, mask.dense())
+    same_row = rows[1:] == rows[:-1]
+    assert np.all(np.diff(rows) >= 0) and np.all(starts[1:][same_row] > ends[:-1][same_row])  # sorted, merged
+
+
+@pytest.mark.parametrize("name", STATIC_MASKS)
 @pytest.mark.parametrize("block", [(64, 64), (128, 64), (100, 300)])
 def test_block_map_is_safe_and_tight(name, block):
     mask = build_mask(Problem(kernel="reference", mask=name, seqlen=2048, seed=4,

@@ -198,6 +198,22 @@ def block_map(slices: Iterable[Sequence[int]], seqlen_q: int, seqlen_k: int,
     return out
 
 
+def visible_key_intervals(slices: Iterable[Sequence[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every visible key interval of every query row, as arrays (rows, starts, ends) sorted by row,
+    then start: row rows[i] sees keys starts[i] <= k < ends[i]; intervals of one row that touch are
+    merged (interval-mask kernels, such as cuDNN's flex attention, take a row's intervals)."""
+    parts = [row_bounds(s) for s in normalize(slices).tolist()]
+    if not parts:
+        return (np.zeros(0, dtype=np.int64),) * 3
+    rows, first, last = (np.concatenate(x) for x in zip(*parts, strict=True))
+    order = np.lexsort((first, rows))
+    rows, first, last = rows[order], first[order], last[order]
+    new = np.ones(len(rows), dtype=bool)
+    new[1:] = (rows[1:] != rows[:-1]) | (first[1:] > last[:-1] + 1)
+    starts = np.flatnonzero(new)
+    return rows[starts], first[starts], np.maximum.reduceat(last, starts) + 1
+
+
 def masked_row_intervals(slices: Iterable[Sequence[int]], seqlen_q: int,
                          seqlen_k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every masked row interval of every key column, as arrays (cols, starts, ends) sorted by
