@@ -21,10 +21,10 @@ group() {
       > "$out/pytest-$name.log" 2>&1
     echo "exit $? after $(( $(date +%s) - start )) s" >> "$out/pytest-$name.log" ) &
 }
-group plugins-a plugins/cudnn plugins/fa2 plugins/fa2-sparse plugins/fa3 plugins/ffa plugins/flashinfer
+group plugins-a plugins/cudnn plugins/cudnn-flex plugins/fa2 plugins/fa2-sparse plugins/fa3 plugins/ffa plugins/flashinfer
 group plugins-fa4 plugins/fa4 plugins/flex-fa4
 group plugins-flex plugins/flex plugins/flashmask plugins/flex-sparse
-group plugins-b $(ls -d plugins/*/ | grep -vE "/(cudnn|fa2|fa2-sparse|fa3|ffa|flashinfer|fa4|flex-fa4|flex|flashmask|flex-sparse|template)/$")
+group plugins-b $(ls -d plugins/*/ | grep -vE "/(cudnn|cudnn-flex|fa2|fa2-sparse|fa3|ffa|flashinfer|fa4|flex-fa4|flex|flashmask|flex-sparse|template)/$")
 group tests-a $(ls tests/test_*.py | awk 'NR % 2 == 0')
 group tests-b $(ls tests/test_*.py | awk 'NR % 2 == 1') core/tests longca_cp longca_sim longca_flashplan longca_runner longca_testing
 wait
