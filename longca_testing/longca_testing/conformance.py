@@ -16,7 +16,9 @@ Cases: `registered` (the kernel is there, under one plugin that loaded without e
 (every mask, dtype, head dim, GQA, direction and device the spec does not claim is refused with a
 reason), `mask-M-DIR-DEV` (every claimed mask runs fwd and bwd with `--check` against the float32
 reference in the device's primary dtype: float32 on CPU, bfloat16 on CUDA, when claimed),
-`dtype-D-DIR-DEV` (every other claimed dtype runs), `forward_lse-DEV` / `backward_lse-DEV`
+`dtype-D-DIR-DEV` (every other claimed dtype runs), `sinks-M-DIR-DEV` (a kernel with `sinks=True`
+runs learnable sinks on the variants' mask and on share_question, against the reference with sinks,
+dsinks included; a refusal is a skip), `forward_lse-DEV` / `backward_lse-DEV`
 (the context-parallel primitives, if declared, match `longca.reference` on the claimed masks'
 slices, whole and cropped as ring and all-gather strategies crop them), `cp_merge-DEV` (both
 primitives used as every CP strategy uses them: uneven query and key pieces, forward_lse on each,
@@ -440,6 +442,8 @@ def check_refusals(name: str, device: str, registry: Registry, settings: Setting
             cases.append((base.with_(head_dim=odd[0], head_dim_v=odd[1]), f"head dims {odd[0]}/{odd[1]}"))
         if spec.deterministic is not True and spec.backward:
             cases.append((base.with_(direction="bwd", deterministic=True), "deterministic backward"))
+        if spec.sinks is not True:
+            cases.append((base.with_(sinks=True), "learnable sinks"))
         if not spec.gqa:
             cases.append((base.with_(heads_q=4, heads_kv=2), "GQA"))
         if not spec.backward:
@@ -503,6 +507,24 @@ def check_dtype(name: str, dtype: str, direction: str, device: str, registry: Re
     _need_available(spec)
     problem = small_problem(spec, dtype_mask(spec, registry), direction, device, dtype, registry, settings)
     return [_expect_ok(spec, problem, registry, f"dtype {dtype}", may_refuse=True)]
+
+
+def sinks_masks(spec: KernelSpec, registry: Registry) -> list[str]:
+    """The masks learnable sinks are checked on: the variants' mask, and share_question where claimed (a
+    mask that planning kernels run as several calls, whose sinks go through the merged lse)."""
+    claimed = registry.claimed_masks(spec.masks)
+    return list(dict.fromkeys([variant_mask(spec, registry), *(m for m in ("share_question",) if m in claimed)]))
+
+
+def check_sinks(name: str, mask: str, direction: str, device: str, registry: Registry,
+                settings: Settings) -> list[dict]:
+    """A kernel that takes learnable sinks (`sinks=True`) runs a sinks problem and matches the reference
+    with sinks (the backward's dsinks too); a refusal of this case (supports, prepare) is a skip."""
+    _need_device(device)
+    spec = _kernel(registry, name)
+    _need_available(spec)
+    problem = small_problem(spec, mask, direction, device, registry=registry, settings=settings).with_(sinks=True)
+    return [_expect_ok(spec, problem, registry, f"sinks on {mask}", may_refuse=True)]
 
 
 def check_deterministic(name: str, device: str, registry: Registry, settings: Settings) -> list[dict]:
@@ -674,6 +696,10 @@ def conformance_cases(kernel: str, registry: Registry | None = None, devices: tu
         first = primary_dtype(spec, dev) if spec.dtypes else None
         cases += [Case(f"dtype-{t}-{x}-{dev}", kernel, partial(check_dtype, kernel, t, x, dev, settings=settings), dev)
                   for t in spec.dtypes if t != first for x in directions]
+        if spec.sinks is True:
+            cases += [Case(f"sinks-{m}-{x}-{dev}", kernel,
+                           partial(check_sinks, kernel, m, x, dev, settings=settings), dev)
+                      for m in sinks_masks(spec, registry) for x in directions]
         if spec.deterministic is True and spec.backward:
             cases.append(Case(f"deterministic-{dev}", kernel,
                               partial(check_deterministic, kernel, dev, settings=settings), dev))
