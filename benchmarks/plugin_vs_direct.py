@@ -25,6 +25,9 @@ The direct calls (nothing here imports longca's kernels or mask_mods):
   causal / sliding windows as the diagonal band (full, causal, both sliding windows); with
   `--deterministic` the backward graph asks for `use_deterministic_algorithm`; with `--dtype fp8`
   (or fp8_e5m2) the `sdpa_fp8` / `sdpa_fp8_backward` pair (full, causal) with the plugin's recipe;
+- sage: `sageattn(q, k, v, tensor_layout="NHD", is_causal=...)`, `sageattn_varlen` for documents;
+- cudnn-flex: `cudnn.flex_attention.create_mask_plan` over endpoints written here per query row
+  (full, causal, documents, the causal window) and `flex_attn_func`;
 - nsa: `fla.ops.nsa.parallel_nsa` on `topk_sparse`, with `block_indices` built here from the mask's
   kept-block table the way fla's own tests build them (-1 padding sorted first, an int
   `block_counts`), not with the plugin's per-token counts.
@@ -495,6 +498,46 @@ def cudnn_fp8_direct(mask, q, k, v, dtype: str, deterministic: bool = False) -> 
     return Attention.apply
 
 
+def sage_direct(mask, q, k, v) -> Direct:
+    """SageAttention as its README calls it: `sageattn` (NHD) for full and causal, `sageattn_varlen` for documents."""
+    from sageattention import sageattn, sageattn_varlen
+
+    causal = mask.name in ("causal", "causal_document")
+    if "doc_lens" not in mask.params:
+        return lambda q, k, v: sageattn(q, k, v, tensor_layout="NHD", is_causal=causal)
+    cu, longest = _cu_seqlens(mask, q.device)
+
+    def run(q, k, v):
+        b, s, h, d = q.shape
+        out = sageattn_varlen(q.reshape(b * s, h, d), k.reshape(b * s, *k.shape[2:]), v.reshape(b * s, *v.shape[2:]),
+                              cu, cu, longest, longest, is_causal=causal)
+        return out.view(b, s, h, v.shape[-1])
+
+    return run
+
+
+def cudnn_flex_direct(mask, q, k, v, deterministic: bool = False) -> Direct:
+    """cudnn.flex_attention with endpoints written by hand per query row q: causal [0, q+1); full [0, S);
+    documents [0, 0) U [doc start, q+1 or doc end); the causal window [0, 0) U [q-w, q+1)."""
+    from cudnn.flex_attention import create_mask_plan, flex_attn_func
+
+    s = mask.seqlen
+    rows = torch.arange(s, dtype=torch.int32)
+    if mask.name in ("full", "causal"):
+        funcs = torch.stack([torch.full_like(rows, s) if mask.name == "full" else rows + 1])
+    elif mask.name in ("full_document", "causal_document"):
+        lens = torch.tensor(np.asarray(mask.params["doc_lens"]), dtype=torch.int32)
+        start = torch.repeat_interleave(torch.cumsum(lens, 0) - lens, lens)
+        end = rows + 1 if mask.name == "causal_document" else torch.repeat_interleave(torch.cumsum(lens, 0), lens)
+        funcs = torch.stack([torch.zeros_like(rows), start.int(), end.int()])
+    else:  # sliding_window_causal
+        w = int(mask.params["window"])
+        funcs = torch.stack([torch.zeros_like(rows), torch.clamp(rows - w, min=0), rows + 1])
+    funcs = funcs.repeat(1, q.shape[0])[None].contiguous().to(q.device)
+    plan = create_mask_plan(funcs, q, k, v, build_backward=q.requires_grad)
+    return lambda q, k, v: flex_attn_func(q, k, v, mask_plan=plan, deterministic=deterministic)
+
+
 def direct_refusal(kernel: str, mask, deterministic: bool = False, fp8: bool = False) -> str | None:
     """Why this script has no direct call of `kernel` for `mask` (decided before any tensor is made), or None."""
     one_call = _window(mask) is not None
@@ -518,7 +561,12 @@ def direct_refusal(kernel: str, mask, deterministic: bool = False, fp8: bool = F
         return "n/a: not hand-written here (documents need cuDNN's ragged layout; others several graphs)"
     if kernel == "nsa" and mask.name != "topk_sparse":
         return "n/a: the nsa plugin runs topk_sparse only"
-    if kernel not in ("fa2", "fa3", "fa4", "sdpa", "cudnn", "nsa"):
+    if kernel == "sage" and mask.name not in ("full", "causal", "full_document", "causal_document"):
+        return "n/a: SageAttention takes full, causal and documents"
+    if kernel == "cudnn-flex" and mask.name not in ("full", "causal", "full_document", "causal_document",
+                                                    "sliding_window_causal"):
+        return "n/a: endpoints written by hand here for full, causal, documents and the causal window only"
+    if kernel not in ("fa2", "fa3", "fa4", "sdpa", "cudnn", "nsa", "sage", "cudnn-flex"):
         return f"n/a: no hand-written call for kernel {kernel!r}"
     return None
 
@@ -544,6 +592,10 @@ def make_direct(kernel: str, mask, q, k, v, problem: Problem | None = None) -> D
         return sdpa_direct(mask, q, k, v)
     if kernel == "nsa":
         return nsa_direct(mask, q, k, v)
+    if kernel == "sage":
+        return sage_direct(mask, q, k, v)
+    if kernel == "cudnn-flex":
+        return cudnn_flex_direct(mask, q, k, v, deterministic)
     if fp8:
         return cudnn_fp8_direct(mask, q, k, v, fp8, deterministic)
     return cudnn_direct(mask, q, k, v, deterministic)

@@ -41,4 +41,8 @@ done
 rows energy-fa4-causal-fwd 60 --kernel fa4 --mask causal --seqlen 8k --direction fwd --energy
 step plugin-vs-direct 240 python3 benchmarks/plugin_vs_direct.py --kernels fa4,flex-fa4 \
   --masks full,causal,causal_document --seqlens 8k --directions fwd,bwd --out "$out/pvd"
+step plugin-vs-direct-sage 120 python3 benchmarks/plugin_vs_direct.py --kernels sage \
+  --masks full,causal,causal_document --seqlens 8k --directions fwd --out "$out/pvd-sage"
+step plugin-vs-direct-cudnn-flex 180 python3 benchmarks/plugin_vs_direct.py --kernels cudnn-flex \
+  --masks causal,causal_document,sliding_window_causal --seqlens 8k --directions fwd,bwd --out "$out/pvd-cudnn-flex"
 cat "$out/steps.txt"
