@@ -124,7 +124,9 @@ def test_without_the_frontend_document_and_multi_call_masks_are_refused(monkeypa
     spec = hooks.make_spec("torch")
     assert spec.caveat(Problem(kernel="cudnn", mask="causal_document", seqlen=2048)) == hooks.REBUILD_NOTE
     assert spec.caveat(Problem(kernel="cudnn", mask="causal", seqlen=2048)) is None
-    assert hooks.make_spec("frontend").caveat is None
+    frontend_spec = hooks.make_spec("frontend")  # no caveat but for learnable sinks (through the lse)
+    assert frontend_spec.caveat(Problem(kernel="cudnn", mask="causal_document", seqlen=2048)) is None
+    assert frontend_spec.caveat(Problem(kernel="cudnn", mask="causal", seqlen=2048, sinks=True)) == hooks.SINKS_CAVEAT
     monkeypatch.setenv(frontend.ENV_BACKEND, "torch")
     assert hooks.supports(Problem(kernel="cudnn", mask="causal_document", seqlen=2048)) is None
 
