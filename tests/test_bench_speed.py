@@ -23,6 +23,25 @@ from longca_runner.sweep import load_spec, run_sweep
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _torch_sdpa_spec(tmp_path: Path, seqlens: list[int], direction: str) -> Path:
+    """A checked CPU sweep of torch and sdpa on causal, 2:1 heads of dim 16, one mask draw."""
+    path = tmp_path / "s.toml"
+    path.write_text(f"""[sweep]
+kernels = ["torch", "sdpa"]
+masks = ["causal"]
+seqlens = {seqlens}
+heads = ["2:1"]
+head_dims = [16]
+dtypes = ["float32"]
+directions = ["{direction}"]
+device = "cpu"
+samples = 1
+check = true
+measure_peak = false
+""")
+    return path
+
+
 def _timer(values):
     """A timer that hands out `values` in order (n per call), counting the calls asked for."""
     it, asked = iter(values), []
@@ -116,20 +135,7 @@ def test_prewarm_bounds_each_case_and_names_what_it_could_not_finish(tmp_path, m
 def test_a_run_records_its_wall_time_and_phases_and_the_report_shows_them(tmp_path):
     from longca_cli.report import write_report
 
-    spec_path = tmp_path / "s.toml"
-    spec_path.write_text("""[sweep]
-kernels = ["torch", "sdpa"]
-masks = ["causal"]
-seqlens = [256]
-heads = ["2:1"]
-head_dims = [16]
-dtypes = ["float32"]
-directions = ["bwd"]
-device = "cpu"
-samples = 1
-check = true
-measure_peak = false
-""")
+    spec_path = _torch_sdpa_spec(tmp_path, seqlens=[256], direction="bwd")
     out = tmp_path / "out"
     run_sweep(load_spec(spec_path), out)
     (run,) = read_runs(out)
@@ -222,20 +228,7 @@ def test_the_sweep_measures_each_group_in_the_worker_that_warmed_it(tmp_path):
     from longca_runner import prewarm
     from longca_runner.sweep import problems
 
-    spec_path = tmp_path / "s.toml"
-    spec_path.write_text("""[sweep]
-kernels = ["torch", "sdpa"]
-masks = ["causal"]
-seqlens = [128, 256, 384]
-heads = ["2:1"]
-head_dims = [16]
-dtypes = ["float32"]
-directions = ["fwd"]
-device = "cpu"
-samples = 1
-check = true
-measure_peak = false
-""")
+    spec_path = _torch_sdpa_spec(tmp_path, seqlens=[128, 256, 384], direction="fwd")
     spec = load_spec(spec_path)
     cases = list(problems(spec))
     warmed = [p for p in cases if p.kernel == "torch" and p.seqlen != 384]

@@ -13,6 +13,18 @@ from longca.results import UNAVAILABLE
 from longca.specs import KernelSpec, head_dims_text
 
 
+def gpu_reason() -> str | None:
+    """Why no CUDA GPU can be used here, or None (a GPU-only kernel's `available`). Never initialises
+    CUDA beyond the check."""
+    import torch
+
+    if torch.version.cuda is None:
+        return f"needs a CUDA GPU; torch {torch.__version__} is a CPU-only build"
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU; none is visible"
+    return None
+
+
 def unsupported_reason(spec: KernelSpec, problem: Problem, registry: Registry | None = None) -> str | None:
     """Why this kernel cannot run this problem here, from its declared capabilities; None if it can."""
     try:

@@ -55,6 +55,7 @@ _LAZY = {
     "problem_mask": ("longca.problem", "build_mask"),
     "make_inputs": ("longca.problem", "make_inputs"),
     "installed_version": ("longca.plugins", "installed_version"),
+    "gpu_reason": ("longca.capability", "gpu_reason"),
     "UNAVAILABLE": ("longca.results", "UNAVAILABLE"),
     "linear_memory": ("longca.memory", "linear"),
     "quadratic_memory": ("longca.memory", "quadratic"),

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from longca.capability import gpu_reason  # noqa: F401 - this face's name for it (longca_flashplan.plugin)
 from longca.specs import ANY_STATIC
 
 from .executor import Adapter, ExecCall, ExecPlan, plan_attention, resolve_scale
@@ -90,15 +91,4 @@ def plan_reason(problem, mask, window_ok) -> str | None:
         cached_plan(mask, window_ok)
     except PlanError as exc:
         return str(exc)
-    return None
-
-
-def gpu_reason() -> str | None:
-    """Why no CUDA GPU can be used here, or None. Never initialises CUDA beyond the check."""
-    import torch
-
-    if torch.version.cuda is None:
-        return f"needs a CUDA GPU; torch {torch.__version__} is a CPU-only build"
-    if not torch.cuda.is_available():
-        return "needs a CUDA GPU; none is visible"
     return None

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from longca.plugin import ANY_STATIC, KernelSpec, hookimpl, installed_version, visible_key_intervals
+from longca.plugin import ANY_STATIC, KernelSpec, gpu_reason, hookimpl, installed_version, visible_key_intervals
 
 INSTALL = ("pip install nvidia-cudnn-frontend==1.32.0 with nvidia-cutlass-dsl (its flex attention is CuTe DSL), "
            "or longca-plugin-cudnn-flex[lib]")
@@ -37,13 +37,7 @@ def library_reason() -> str | None:
 
 
 def available() -> str | None:
-    if (reason := library_reason()):
-        return reason
-    import torch
-
-    if not torch.cuda.is_available():
-        return f"needs a CUDA GPU (torch {torch.__version__}, CUDA build: {torch.version.cuda or 'none'})"
-    return None
+    return library_reason() or gpu_reason()
 
 
 def mask_func(slices, seqlen: int, batch: int = 1) -> np.ndarray:

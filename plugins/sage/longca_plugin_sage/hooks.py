@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from longca.plugin import KernelSpec, hookimpl, installed_version
+from longca.plugin import KernelSpec, gpu_reason, hookimpl, installed_version
 
 MASKS = ("full", "causal", "full_document", "causal_document")
 HEAD_DIMS = (64, 96, 128)  # sageattn's assertion; its varlen kernels take 64 and 128 only
@@ -35,13 +35,7 @@ def library_reason() -> str | None:
 
 
 def available() -> str | None:
-    if (reason := library_reason()):
-        return reason
-    import torch
-
-    if not torch.cuda.is_available():
-        return f"needs a CUDA GPU (torch {torch.__version__}, CUDA build: {torch.version.cuda or 'none'})"
-    return None
+    return library_reason() or gpu_reason()
 
 
 def supports(problem) -> str | None:
@@ -58,7 +52,7 @@ class Prepared:
     max_seqlen: int = 0
 
 
-def document_offsets(doc_lens, batch: int, seqlen: int) -> np.ndarray:
+def document_offsets(doc_lens, batch: int) -> np.ndarray:
     """cu_seqlens of the documents of every sequence of the batch, packed one after the other."""
     lens = np.tile(np.asarray(doc_lens, dtype=np.int64), batch)
     return np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
@@ -70,7 +64,7 @@ def prepare(problem, mask, q, k, v) -> Prepared:
         return Prepared(causal)
     import torch
 
-    cu = document_offsets(mask.params["doc_lens"], q.shape[0], q.shape[1])
+    cu = document_offsets(mask.params["doc_lens"], q.shape[0])
     return Prepared(causal, torch.from_numpy(cu).to(q.device), int(np.max(mask.params["doc_lens"])))
 
 
