@@ -188,7 +188,7 @@ def frontend_run(prepared, q, k, v, sinks=None):
     """The FP8 graphs (fp8.py), or the planned graphs; `sinks` through the calls' merged lse."""
     if isinstance(prepared, fp8.Fp8Prepared):
         return fp8.run(prepared, q, k, v)
-    return frontend.run(prepared, q, k, v, sinks=sinks)
+    return frontend.run(prepared, q, k, v) if sinks is None else frontend.run(prepared, q, k, v, sinks=sinks)
 
 
 # learnable sinks enter through the graphs' stats (an elementwise pass over the output after the
