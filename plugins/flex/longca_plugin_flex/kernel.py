@@ -1,9 +1,10 @@
 """FlexAttention as its users call it, for one choice of `kernel_options` (the Triton or the FLASH backend).
 
 `prepare` builds the BlockMask the way a Flex user does: the mask's natural `mask_mod`
-(`longca.masks.mask_mods`, registered with the mask) through `create_block_mask` (compiled on
-CUDA). Masks that register none, and the crops that context-parallel strategies pass to the lse
-primitives, get the generic form built from slices (`blockmask.py`). `run` is the compiled
+(`longca.masks.mask_mods`, registered with the mask) through `create_block_mask` (eager up to
+EAGER_BLOCK_MASK_MAX_SEQLEN, as its default call is; compiled beyond, on CUDA). Masks that
+register none, and the crops that context-parallel strategies pass to the lse primitives, get the
+generic form built from slices (`blockmask.py`). `run` is the compiled
 `flex_attention` (`torch.compile(partial(flex_attention, kernel_options=...))`); on a CPU it
 runs eager unless LONGCA_FLEX_COMPILE=1.
 
@@ -31,6 +32,12 @@ if TYPE_CHECKING:  # pragma: no cover - torch is imported where a call runs: the
     import torch
 
 RECOMPILE_LIMIT = 4096
+# `create_block_mask` runs eager (its default) up to this length and compiled beyond it, on CUDA. Eager it
+# evaluates S x S booleans once on the GPU (1 GiB at 32K): 15 ms at 16K and 59 ms at 48K on the H200
+# (docs/results/h200/flex-blockmask). Compiled, the first build of a process took 28-33 s at 4K, 56-64 s
+# at 8K and over 150 s at 16K there (every mask, in the bench's prewarm workers and in a fresh sweep
+# worker alone, 2026-12-06; the same BlockMask): what made `longca bench` miss its 8 minutes.
+EAGER_BLOCK_MASK_MAX_SEQLEN = 32768
 
 
 def compile_wanted(device: torch.device) -> bool:
@@ -262,10 +269,7 @@ def block_mask_for(mask, device):
     from torch.nn.attention.flex_attention import create_block_mask
 
     device = torch.device(device)
-    # the full mask's mask_mod ignores its key index: compiled, create_block_mask took 7 s at 4K-8K
-    # on the H200 alone and over 150 s at 16K beside the prewarm's other compiles (against 1.6 s for
-    # causal); eager it evaluates S x S booleans once and gives the same all-full BlockMask
-    compiled = compile_wanted(device) and mask.name != "full"
+    compiled = compile_wanted(device) and mask.seqlen > EAGER_BLOCK_MASK_MAX_SEQLEN
     if compiled:
         raise_recompile_limits()
     return create_block_mask(mask_mod, None, None, mask.seqlen, mask.seqlen, device=device, BLOCK_SIZE=BLOCK,

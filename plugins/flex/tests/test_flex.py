@@ -249,3 +249,22 @@ def test_flash_lse_is_divided_by_ln2_only_where_torch_multiplied_it(monkeypatch)
     assert torch.allclose(triton.call(q, q, q, None, lse=True)[1], lse * math.log(2.0))  # Triton's: torch's own
     monkeypatch.setattr(flex_kernel, "flash_lse_scaled_by_ln2", lambda: False)
     assert torch.allclose(flash.call(q, q, q, None, lse=True)[1], lse * math.log(2.0))
+
+
+@pytest.mark.parametrize("seqlen, compiled", [(16384, False), (32768, False), (65536, True)])
+def test_create_block_mask_is_eager_up_to_32k(monkeypatch, seqlen, compiled):
+    """A compiled create_block_mask's first build of a process took minutes at 16K on the H200; eager
+    (its default) it took 15 ms, so prepare compiles it only past EAGER_BLOCK_MASK_MAX_SEQLEN."""
+    from types import SimpleNamespace
+
+    import torch.nn.attention.flex_attention as fa
+
+    from longca_plugin_flex import kernel
+
+    seen = {}
+    monkeypatch.setattr(kernel, "compile_wanted", lambda device: True)
+    monkeypatch.setattr(kernel, "natural_mask_mod", lambda mask, device: lambda b, h, q, kv: q >= kv)
+    monkeypatch.setattr(fa, "create_block_mask",
+                        lambda *args, _compile=False, **kw: seen.setdefault("compiled", _compile))
+    kernel.block_mask_for(SimpleNamespace(slices=[], seqlen=seqlen, name="causal"), "cpu")
+    assert seen["compiled"] is compiled
