@@ -233,6 +233,7 @@ def test_the_sweep_measures_each_group_in_the_worker_that_warmed_it(tmp_path):
     cases = list(problems(spec))
     warmed = [p for p in cases if p.kernel == "torch" and p.seqlen != 384]
     assert [len(g) for g in prewarm.groups_of(cases)] == [2, 2, 2]
+    assert [g[0].seqlen for g in prewarm.longest_first(prewarm.groups_of(cases))] == [384, 256, 128]
     assert prewarm.group_key(cases[0]) == prewarm.group_key(cases[0].with_(direction="bwd", kernel="x"))
     with prewarm.WarmPool() as pool:
         assert prewarm.warm(warmed, workers=2, say=lambda line: None, pool=pool)
