@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from longca.plugins import PluginInfo, load_registry
-from longca.problem import Problem
+from longca.problem import Problem, build_mask
 from longca_runner import measure
 from longca_testing.conformance import Settings, check_timing_integrity, check_work_scaling
 
@@ -187,3 +187,55 @@ def test_cp_strategy_whose_accounting_leaves_out_transfers_fails_its_suite():
     message = report.failures["world-2"]
     assert "bytes moved differ from the accounting: rank 0's bwd moved" in message, message
     assert "relative errors" not in message, message  # its numbers are right: only its accounting is not
+
+
+def _sleeps_its_work(state, q, k, v):
+    """A stand-in whose call costs a fixed 20 ms plus time that grows as heads x length squared (0.25 ms at
+    4 heads and 256), as a library call with a host cost does: the ladder's subject, not a kernel."""
+    import time
+
+    import torch
+
+    time.sleep(0.020 + 0.25e-3 * (q.shape[2] / 4) * (q.shape[1] / 256) ** 2)
+    return torch.zeros(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype)
+
+
+@pytest.fixture
+def fixed_cost(registry):
+    from dataclasses import replace
+
+    spec = replace(gaming.HONEST["honest_reused_buffer"], name="fixed_cost", run=_sleeps_its_work)
+    registry._add("kernels", spec, PluginInfo(spec.name, "longca-gaming-kernels", "0", "tests"))
+    yield spec.name
+    registry.entries["kernels"].pop(spec.name, None)
+
+
+def test_a_fixed_call_cost_hides_the_work_at_a_short_length(registry, fixed_cost):
+    """What the work check's ladder is for: 4x the heads take 1.04x the time when a fixed cost dominates."""
+    with pytest.raises(AssertionError, match=GROWS):
+        check_work_scaling(fixed_cost, "cpu", registry, Settings(variants=()))
+
+
+def test_the_work_check_doubles_the_length_until_the_work_shows(registry, fixed_cost, monkeypatch):
+    from longca_testing import timing_integrity
+
+    monkeypatch.setitem(timing_integrity.WORK_MIN_MS, "cpu", 60.0)
+    monkeypatch.setattr(timing_integrity, "WORK_MAX_SEQLEN", 4096)
+    spec = registry.kernel(fixed_cost)
+    small = Problem(kernel=fixed_cost, mask="causal", seqlen=256, heads_q=4, heads_kv=2, head_dim=16,
+                    dtype="float32", direction="fwd")
+    large = small.with_(heads_q=16, heads_kv=8)
+    masks = {"small": build_mask(small, 0, registry), "large": build_mask(large, 0, registry)}
+    small, large, masks = timing_integrity.past_launch_bound(spec, small, large, masks, registry)
+    assert (small.seqlen, large.seqlen, large.heads_q) == (4096, 4096, 16)  # 36 ms at 2048, 84 ms at 4096
+    assert masks["large"].seqlen == 4096
+    check_work_scaling(fixed_cost, "cpu", registry, Settings(variants=()))  # passes there
+
+
+def test_a_call_that_does_no_work_still_fails_at_the_longest_length(registry, monkeypatch):
+    from longca_testing import timing_integrity
+
+    monkeypatch.setitem(timing_integrity.WORK_MIN_MS, "cpu", 60.0)
+    monkeypatch.setattr(timing_integrity, "WORK_MAX_SEQLEN", 2048)
+    with pytest.raises(AssertionError, match=GROWS):
+        check_work_scaling("game_in_prepare", "cpu", registry, Settings(variants=()))
