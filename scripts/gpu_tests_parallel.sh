@@ -15,7 +15,10 @@ set -uo pipefail
 out=${1:?usage: scripts/gpu_tests_parallel.sh OUT}
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
-export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+# one compile thread per process: inductor then starts no pool of compile processes of its own (24 test
+# processes share 16 cores already), a suspect, not a proven cause, of groups that hung at exit after
+# their last test (plugins-fa4 on 2026-12-06, plugins-flex on 2026-12-04)
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-1}
 selection="longca_gpu or gpu"
 limit=${LIM:-540}
 only=${GPU_TEST_GROUPS:-}
