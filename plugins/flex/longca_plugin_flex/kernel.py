@@ -33,11 +33,12 @@ if TYPE_CHECKING:  # pragma: no cover - torch is imported where a call runs: the
 
 RECOMPILE_LIMIT = 4096
 # `create_block_mask` runs eager (its default) up to this length and compiled beyond it, on CUDA. Eager it
-# evaluates S x S booleans once on the GPU (1 GiB at 32K): 15 ms at 16K and 59 ms at 48K on the H200
+# evaluates the mask_mod at all S x S pairs at once on the GPU (a window's `q_idx - kv_idx` is an int64
+# S x S: 2 GiB at 16K, 8 GiB at 32K, so no further): 15 ms at 16K and 59 ms at 48K on the H200
 # (docs/results/h200/flex-blockmask). Compiled, the first build of a process took 28-33 s at 4K, 56-64 s
 # at 8K and over 150 s at 16K there (every mask, in the bench's prewarm workers and in a fresh sweep
-# worker alone, 2026-12-06; the same BlockMask): what made `longca bench` miss its 8 minutes.
-EAGER_BLOCK_MASK_MAX_SEQLEN = 32768
+# worker alone, 2026-12-06; the same BlockMask): most of that bench's overrun of its 8 minutes.
+EAGER_BLOCK_MASK_MAX_SEQLEN = 16384
 
 
 def compile_wanted(device: torch.device) -> bool:
