@@ -1,10 +1,12 @@
 """GPU suite of the dense kernel plugins (fa2, fa3, fa4, cudnn, flex): `pytest -m longca_gpu`.
 
-Every kernel against the float32 reference on every mask it claims, forward and backward
-(`run_conformance`, small sizes), then bf16 at a moderately larger size with GQA and head_dim 128,
-then the context-parallel primitives (`forward_lse` / `backward_lse`) on crops of masks. A kernel
+bf16 at a moderately larger size than the conformance suite's with GQA and head_dim 128, then the
+context-parallel primitives (`forward_lse` / `backward_lse`) on crops of masks. A kernel
 whose library is missing is skipped with its reason. With `LONGCA_GPU_TEST_OUT=file.jsonl` every
-result row is appended there.
+result row is appended there. The conformance suite itself (every claimed mask, forward and
+backward, small sizes) runs in each plugin's own tests, one test per case (`conformance_tests`):
+running it here again, one test per kernel, repeated every case: flex's was the last of its group to
+finish on the H200 (2026-12-04: the group took 401 s; 2026-12-06: unfinished at 270 s).
 """
 from __future__ import annotations
 
@@ -16,7 +18,6 @@ from longca import reference
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask
 from longca_runner.measure import RunOptions, rel_err, run_problem
-from longca_testing.conformance import run_conformance
 
 pytestmark = [pytest.mark.longca_gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -29,12 +30,6 @@ LARGER_MASKS = ("causal", "causal_document", "sliding_window", "share_question",
 def claims(spec, mask: str) -> bool:
     """Whether the kernel claims `mask`, wildcards (`ANY_STATIC`, as fa3, fa4, cudnn, flex declare) expanded."""
     return mask in get_registry().claimed_masks(spec.masks)
-
-
-@pytest.mark.parametrize("name", KERNELS)
-def test_conformance_on_gpu(name, available_kernel, record_rows):
-    available_kernel(name)
-    record_rows(run_conformance(name, device="cuda"))
 
 
 @pytest.mark.parametrize("name", KERNELS)
