@@ -29,7 +29,9 @@ group() {
   local name=$1; shift
   [ -z "$only" ] || [[ " $only " == *" $name "* ]] || return 0
   ( start=$(date +%s)
-    timeout "$limit" python3 -m pytest -v -rfEs --tb=short -p no:cacheprovider "${xdist[@]}" -m "$selection" "$@" \
+    # at the limit SIGABRT, so that Python's fault handler writes where the group's main process waits
+    # (groups have sat after their last test until the limit: plugins-fa4 on 2026-12-06)
+    PYTHONFAULTHANDLER=1 timeout -s ABRT -k 10 "$limit" python3 -m pytest -v -rfEs --tb=short -p no:cacheprovider "${xdist[@]}" -m "$selection" "$@" \
       > "$out/pytest-$name.log" 2>&1
     echo "exit $? after $(( $(date +%s) - start )) s" >> "$out/pytest-$name.log" ) &
 }
