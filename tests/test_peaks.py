@@ -67,3 +67,16 @@ def test_report_shows_measured_and_datasheet_columns(tmp_path):
     assert "**of datasheet**" in text and "NVIDIA H200 bfloat16 989.5 TFLOP/s" in text
     csv = (tmp_path / "r" / "results.jsonl").read_text()
     assert json.loads(csv.splitlines()[0])["kernel"] == "fa3"
+
+
+def test_a_cpu_16bit_ceiling_is_float32_where_that_is_faster(monkeypatch):
+    """A CPU without 16-bit matrix instructions emulates bf16 (127x slower than float32 on a 2-core AVX2
+    machine) while attention there computes in float32: the reference's bf16 rows were suspect."""
+    ms = {"bfloat16": 100.0, "float16": 0.1, "float32": 1.0}  # bf16 emulated, fp16 fast
+    monkeypatch.setattr("longca_runner.timing.time_ms",
+                        lambda fn, dev, warmup, repeat: [ms[str(fn().dtype).split(".")[1]]] * repeat)
+    got = peaks.measure("cpu", ["bfloat16", "float16"], shapes=(64,), warm_seconds=0.0, repeat=1)
+    assert got["bfloat16"]["computed_as"] == "float32" and got["bfloat16"]["tflops"] == pytest.approx(
+        2 * 64 ** 3 / 1e-3 / 1e12)
+    assert "computed_as" not in got["float16"] and peaks.shape_label(got["bfloat16"]) == "64³ in float32"
+    assert "float32" not in got  # only the dtypes asked for
