@@ -14,7 +14,7 @@ import torch
 from longca import reference
 from longca.plugins import PluginInfo, load_registry
 from longca.specs import KernelSpec
-from longca_testing import check_kernel, conformance_cases
+from longca_testing import check_kernel, conformance_cases, run_conformance
 from longca_testing.conformance import VARIANTS, Settings
 
 MASKS = ("full", "causal_document")
@@ -57,6 +57,18 @@ def test_honest_kernel_passes_every_case(base_registry):
             "backward_lse-cpu"} <= set(report.passed)
     refused = {r["mask"] for r in report.rows if r["status"] == "unsupported"}
     assert refused >= {"causal", "sliding_window", "block_sparse_uniform"}  # every unclaimed mask refused
+
+
+def test_run_conformance_is_the_whole_suite_in_one_call(base_registry):
+    """The one-test form (`run_conformance`, the `longca_conformance` fixture): the rows of an honest
+    kernel, an AssertionError naming the case of a wrong one."""
+    registry = load_registry()
+    for spec in (HONEST, replace(HONEST, name="wrongfull", run=lambda mask, q, k, v: _run(mask, q, k, v) * 2)):
+        registry._add("kernels", spec, PluginInfo(spec.name, "longca-plugin-test", "0", "tests"))
+    rows = run_conformance("honest", "cpu", registry=registry, settings=Settings(variants=()))
+    assert rows and {r["kernel"] for r in rows} == {"honest"}
+    with pytest.raises(AssertionError, match="mask-full-fwd-cpu"):
+        run_conformance("wrongfull", "cpu", registry=registry, settings=Settings(variants=()))
 
 
 def test_cases_cover_devices_and_directions():
