@@ -55,7 +55,23 @@ def supports(problem: Any) -> str | None:
 
         return (f"FlexAttention has no backward on CPU (torch {torch.__version__} raises NotImplementedError); "
                 f"run backward on CUDA")
+    if problem.device_type == "cpu":
+        return cpu_compile_refusal()
     return None
+
+
+def cpu_compile_refusal() -> str | None:
+    """torch's own check for its compiled CPU FlexAttention (AVX2, and ATEN_CPU_CAPABILITY not `default`),
+    or None where this torch has no such check (the call itself then says what fails)."""
+    try:
+        from torch._inductor.kernel.flex.flex_cpu import check_cpu_supported
+    except ImportError:
+        return None
+    if check_cpu_supported():
+        return None
+    return ("torch.compile's CPU FlexAttention does not run here: torch's check_cpu_supported() needs AVX2 and "
+            "ATEN_CPU_CAPABILITY other than 'default' (torch: 'torch.compile on current platform is not supported "
+            "for CPU')")
 
 
 @dataclass

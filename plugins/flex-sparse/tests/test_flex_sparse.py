@@ -69,9 +69,21 @@ def test_block_mask_layout(mask):
 
 @pytest.mark.parametrize("mask", ["block_sparse_variable", "topk_sparse"])
 def test_forward_on_cpu_matches_reference(mask):
+    from longca_plugin_flex_sparse.hooks import cpu_compile_refusal
+
+    if cpu_compile_refusal():  # CI runs these again under ATEN_CPU_CAPABILITY=default on a CPU without AVX-512
+        pytest.skip(cpu_compile_refusal())
     row = run_problem(problem(mask, seqlen=512, heads=(4, 2)), RunOptions(warmup=0, repeat=1, samples=1, check=True))
     assert row["status"] == "ok", row["reason"]
     assert row["rel_err"] < 1e-4
+
+
+def test_a_cpu_torch_cannot_compile_flex_on_is_refused(monkeypatch):
+    import torch._inductor.kernel.flex.flex_cpu as flex_cpu
+
+    monkeypatch.setattr(flex_cpu, "check_cpu_supported", lambda: False)
+    row = run_problem(problem("block_sparse_uniform"), RunOptions(check=True))
+    assert row["status"] == "unsupported" and "check_cpu_supported() needs AVX2" in row["reason"]
 
 
 def test_backward_on_cpu_is_refused():
