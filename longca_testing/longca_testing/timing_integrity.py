@@ -212,8 +212,8 @@ def check_work_grows(spec: KernelSpec, small: Problem, large: Problem, registry:
                      describe: Callable[[Problem], str]) -> str | None:
     """SCALE x the FLOPs (`work_problems`) takes more than GROWTH x the time: the work is done in the
     timed call. Returns why the kernel refused a built mask (nothing compared), else None."""
-    masks = {"small": build_mask(small, 0, registry), "large": build_mask(large, 0, registry)}
-    refused = measure.mask_refusal(spec, small, masks["small"]) or measure.mask_refusal(spec, large, masks["large"])
+    masks = _pair_masks(small, large, registry)
+    refused = _pair_refusal(spec, small, large, masks)
     if refused:
         return refused
 
@@ -245,13 +245,22 @@ def past_launch_bound(spec: KernelSpec, small: Problem, large: Problem, masks: d
         _alive.clear()
         if fastest >= least or small.seqlen * 2 > WORK_MAX_SEQLEN:
             return small, large, masks
-        longer = (small.with_(seqlen=small.seqlen * 2), large.with_(seqlen=large.seqlen * 2))
-        if refusal(spec, longer[0]) or refusal(spec, longer[1]):
+        longer_small, longer_large = small.with_(seqlen=small.seqlen * 2), large.with_(seqlen=large.seqlen * 2)
+        if refusal(spec, longer_small) or refusal(spec, longer_large):
             return small, large, masks
-        bigger = {"small": build_mask(longer[0], 0, registry), "large": build_mask(longer[1], 0, registry)}
-        if any(measure.mask_refusal(spec, p, bigger[side]) for p, side in zip(longer, ("small", "large"), strict=True)):
+        bigger = _pair_masks(longer_small, longer_large, registry)
+        if _pair_refusal(spec, longer_small, longer_large, bigger):
             return small, large, masks
-        (small, large), masks = longer, bigger
+        small, large, masks = longer_small, longer_large, bigger
+
+
+def _pair_masks(small: Problem, large: Problem, registry: Registry) -> dict[str, Any]:
+    return {"small": build_mask(small, 0, registry), "large": build_mask(large, 0, registry)}
+
+
+def _pair_refusal(spec: KernelSpec, small: Problem, large: Problem, masks: dict[str, Any]) -> str | None:
+    """Why the kernel refuses either built mask of the pair, or None."""
+    return measure.mask_refusal(spec, small, masks["small"]) or measure.mask_refusal(spec, large, masks["large"])
 
 
 def check(spec: KernelSpec, problem: Problem, registry: Registry, describe: Callable[[Problem], str]) -> None:
