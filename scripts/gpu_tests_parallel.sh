@@ -23,6 +23,7 @@ selection="longca_gpu or gpu"
 limit=${LIM:-540}
 only=${GPU_TEST_GROUPS:-}
 workers=${GPU_TEST_WORKERS:-1}
+[[ "$workers" =~ ^[1-9][0-9]*$ ]] || { echo "GPU_TEST_WORKERS=$workers: give a whole number of processes, 1 or more" >&2; exit 2; }
 xdist=()
 [ "$workers" -gt 1 ] && xdist=(-n "$workers")
 group() {

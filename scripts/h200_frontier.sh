@@ -15,6 +15,11 @@ out=${1:?usage: scripts/h200_frontier.sh OUT [PART ...]}
 shift
 parts=" ${*:-cudnn sinks sage cudnn-flex energy direct} "
 want() { [[ "$parts" == *" $1 "* ]]; }
+for part in $parts; do
+  case $part in cudnn|sinks|sinks-light|sage|cudnn-flex|energy|direct|direct-light) ;;
+    *) echo "unknown part '$part': give cudnn, sinks, sinks-light, sage, cudnn-flex, energy, direct or direct-light" >&2; exit 2 ;;
+  esac
+done
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
