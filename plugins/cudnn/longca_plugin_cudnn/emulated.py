@@ -9,6 +9,13 @@ left_bound`, where shift is 0 for TOP_LEFT and `seq_len_kv - seq_len_q` (of that
 BOTTOM_RIGHT. So the tests check the whole frontend path on a CPU (planning, band bounds,
 alignment, ragged offsets, stats layout, lse merging) against `longca.reference`; they check
 nothing about the cuDNN API calls themselves, which only a GPU run does.
+
+Fused sinks (`spec.sink`), as cuDNN's graph reads them: the sink joins each row's softmax
+(stats = logaddexp(lse, sink[h]), the output normalised by it), the backward takes p from those
+stats, and dSink[h] = -sum over rows of exp(sink[h] - stats) * rowsum(dO * O). That gradient is
+ADDED into the dSink_token buffer, sequence by sequence, without zeroing it first: cuDNN may
+accumulate into it, so the stand-in does, and the tests check that the caller zeroes it.
+`version`: the cuDNN the stand-in poses as, for the fused-sinks decision (None: every feature).
 """
 from __future__ import annotations
 
@@ -38,7 +45,8 @@ def _view(buf: torch.Tensor, strides, start: int, heads: int, length: int, width
 class EmulatedGraphs:
     """Counts graphs "built" per spec, as CudnnGraphs does, and executes them in float32."""
 
-    def __init__(self):
+    def __init__(self, version: int | None = None):
+        self.version = version  # as CudnnGraphs.version: cudnn.backend_version(), None for no limit
         self.built: set[GraphSpec] = set()
         self.builds = 0
         self.executions = 0
@@ -79,14 +87,20 @@ class EmulatedGraphs:
         kf, vf = (x.float().repeat_interleave(group, dim=0) for x in (k, v))
         keep = band_mask(len_q, len_kv, spec.top_left, spec.left_bound, spec.right_bound)
         scores = (q.float() @ kf.transpose(1, 2) * spec.scale).masked_fill(~keep, float("-inf"))
+        sink = buffers["sink_token"].view(-1, 1, 1).float() if spec.sink else None  # (heads_q, 1, 1)
         if not spec.backward:
             lse = torch.logsumexp(scores, dim=-1, keepdim=True)
+            if sink is not None:
+                lse = torch.logaddexp(lse, sink)
             view("o", start_q, spec.heads_q, len_q).copy_(torch.exp(scores - lse) @ vf)
             stats.copy_(lse)
             return
         o, do = (view(r, start_q, spec.heads_q, len_q).float() for r in ("o", "dO"))
         p = torch.exp(scores - stats.float())
-        ds = p * (do @ vf.transpose(1, 2) - (do * o).sum(-1, keepdim=True))
+        rows = (do * o).sum(-1, keepdim=True)
+        ds = p * (do @ vf.transpose(1, 2) - rows)
+        if sink is not None:
+            buffers["dSink_token"].view(-1).sub_((torch.exp(sink - stats.float()) * rows).sum((1, 2)))
         dq = ds @ kf * spec.scale
         dk = (ds.transpose(1, 2) @ q.float() * spec.scale).unflatten(0, (spec.heads_kv, group)).sum(1)
         dv = (p.transpose(1, 2) @ do).unflatten(0, (spec.heads_kv, group)).sum(1)

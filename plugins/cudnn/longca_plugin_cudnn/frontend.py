@@ -16,8 +16,13 @@ Windows: FlashAttention's `(left, right)` (query i sees keys i + Lk - Lq - left 
 i + Lk - Lq + right, -1 unbounded) is cuDNN's band with `diagonal_band_left_bound = left + 1`
 (cuDNN's left bound is exclusive) and `diagonal_band_right_bound = right`, aligned TOP_LEFT where
 every sequence is square (the same thing there) and BOTTOM_RIGHT otherwise. Outputs and lse of
-calls that share query rows are merged by the core executor. Nothing here imports `cudnn`, nor torch
-before a call is prepared or run (the plugin registers without torch).
+calls that share query rows are merged by the core executor.
+
+Learnable sinks: where one call is the whole attention and this cuDNN takes them, cuDNN's own fused
+`sink_token` / `dSink_token` (`fused_sinks.py`, decided and built in `prepare`); else through the
+calls' merged lse after them (`unfused_sinks_reason` says why, and the row's caveat with it).
+Nothing here imports `cudnn`, nor torch before a call is prepared or run (the plugin registers
+without torch).
 """
 from __future__ import annotations
 
@@ -39,11 +44,13 @@ from longca_flashplan.plugin import (
     resolve_scale,
 )
 
-from .graphs import CudnnGraphs, GraphSpec, packed_strides
+from .graphs import CudnnGraphs, GraphSpec, backend_version, packed_strides
 
 ENV_BACKEND = "LONGCA_CUDNN_BACKEND"  # "frontend" or "torch": force one path
 MIN_CUDNN = 90600  # cuDNN 9.6: GQA with ragged offsets, bottom-right bands with padding
 MAX_HEAD_DIM = 128  # what cuDNN's fused forward and backward both take on every GPU from sm80
+SINK_CUDNN = 91300  # sdpa's sink_token: "SDPA with sink_token is not supported before 9.13"
+RAGGED_SINK_BACKWARD_CUDNN = 92600  # "SDPA backward with ragged offsets and a sink token requires cuDNN 9.26.0"
 
 
 def torch_forced() -> bool:
@@ -232,8 +239,9 @@ class RaggedLayout:
         return out
 
 
-def graph_spec(backward: bool, args: CallArgs, layout, deterministic: bool = False, **tensors) -> GraphSpec:
-    """The graph one call needs, from its (ready) tensors by role and its layout."""
+def graph_spec(backward: bool, args: CallArgs, layout, deterministic: bool = False, *, sink: bool = False,
+               **tensors) -> GraphSpec:
+    """The graph one call needs, from its (ready) tensors by role and its layout; `sink`: fused sinks."""
     q, k = tensors["q"], tensors["k"]
     if tensors["v"].shape[-1] != q.shape[-1]:
         raise ValueError("the cuDNN frontend path needs the same head dim for values as for queries and keys")
@@ -243,7 +251,7 @@ def graph_spec(backward: bool, args: CallArgs, layout, deterministic: bool = Fal
                      head_dim=q.shape[-1], strides=tuple((r, tuple(layout.strides(r, x))) for r, x in tensors.items()),
                      ragged=layout.ragged, total_q=layout.total_q, total_kv=layout.total_kv, top_left=top_left,
                      left_bound=left_bound, right_bound=right_bound, scale=float(args.scale),
-                     deterministic=backward and deterministic)
+                     deterministic=backward and deterministic, sink=sink)
 
 
 # ---------------------------------------------------------------- the executor's adapter
@@ -254,12 +262,14 @@ class FrontendAdapter:
 
     `engine` builds and executes graphs (`graphs.CudnnGraphs`; the tests pass a CPU stand-in).
     `build` builds every graph a plan needs, in `prepare`; `fwd` / `bwd` only execute them (a
-    graph missing there, e.g. for other strides, is built on first use).
+    graph missing there, e.g. for other strides, is built on first use). With `sink` (the (Hq,)
+    sinks as a (1, Hq, 1, 1) float32 tensor) they run the graphs with cuDNN's fused sink_token.
     """
 
     name = "cudnn-frontend"
     window_ok = staticmethod(band_ok)
     deterministic = False  # backward graphs with use_deterministic_algorithm (set by prepare)
+    fused_sinks = False  # this prepare's sinks go through cuDNN's sink_token (set by prepare)
 
     def __init__(self, engine=None, layouts_kept: int = 256):
         self.engine = engine if engine is not None else CudnnGraphs()
@@ -279,8 +289,9 @@ class FrontendAdapter:
         self._layouts.move_to_end(key)
         return layout
 
-    def build(self, ex, q, k, v, backward: bool) -> None:
-        """Build the graphs of every call of an ExecPlan (the forward's, and the backward's if asked)."""
+    def build(self, ex, q, k, v, backward: bool, sink: bool = False) -> None:
+        """Build the graphs of every call of an ExecPlan (the forward's, and the backward's if asked;
+        with `sink`, the graphs with a fused sink_token)."""
         import torch
 
         for call in ex.calls:
@@ -289,37 +300,95 @@ class FrontendAdapter:
             qc, kc, vc = (layout.ready(x) for x in (qc, kc, vc))
             # the forward writes a new contiguous output; the backward's out and dout are packed like q
             out = torch.empty(qc.shape, dtype=qc.dtype, device="meta")
-            self.engine.build(graph_spec(False, call.args, layout, q=qc, k=kc, v=vc, o=out), q.device)
+            self.engine.build(graph_spec(False, call.args, layout, sink=sink, q=qc, k=kc, v=vc, o=out), q.device)
             if backward:
-                self.engine.build(graph_spec(True, call.args, layout, self.deterministic, q=qc, k=kc, v=vc, o=qc,
-                                             dO=qc), q.device)
+                self.engine.build(graph_spec(True, call.args, layout, self.deterministic, sink=sink, q=qc, k=kc,
+                                             v=vc, o=qc, dO=qc), q.device)
 
-    def fwd(self, q, k, v, args: CallArgs):
+    def fwd(self, q, k, v, args: CallArgs, sink=None):
+        """(out, lse); with `sink`, the lse includes the sink (cuDNN's stats: logaddexp(lse, sink))."""
         import torch
 
         layout = self.layout(args, q, k)
         q, k, v = (layout.ready(x) for x in (q, k, v))
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-        spec = graph_spec(False, args, layout, q=q, k=k, v=v, o=out)
+        spec = graph_spec(False, args, layout, sink=sink is not None, q=q, k=k, v=v, o=out)
         stats = torch.empty(spec.dims("stats"), dtype=torch.float32, device=q.device)
-        self.engine.execute(spec, dict(q=q, k=k, v=v, o=out, stats=stats, **layout.buffers))
+        buffers = dict(q=q, k=k, v=v, o=out, stats=stats, **layout.buffers)
+        if sink is not None:
+            buffers["sink_token"] = sink
+        self.engine.execute(spec, buffers)
         return out, layout.lse(stats)
 
-    def bwd(self, dout, q, k, v, out, lse, args: CallArgs):
+    def bwd(self, dout, q, k, v, out, lse, args: CallArgs, sink=None, dsink=None):
+        """(dq, dk, dv); with `sink`, the sinks' gradient is written into `dsink` (1, Hq, 1, 1) float32."""
         import torch
 
         layout = self.layout(args, q, k)
         q, k, v, out, dout = (layout.ready(x) for x in (q, k, v, out, dout))
         dq, dk, dv = (torch.empty(x.shape, dtype=x.dtype, device=x.device) for x in (q, k, v))
-        spec = graph_spec(True, args, layout, self.deterministic, q=q, k=k, v=v, o=out, dO=dout)
+        spec = graph_spec(True, args, layout, self.deterministic, sink=sink is not None, q=q, k=k, v=v, o=out,
+                          dO=dout)
         buffers = dict(q=q, k=k, v=v, o=out, dO=dout, stats=layout.stats(lse.float()), dQ=dq, dK=dk, dV=dv)
+        if sink is not None:
+            # cuDNN does not say whether it overwrites dSink_token or adds into it (its graph reduces over
+            # every row into it): zeroed first (Hq floats), the result is right either way
+            dsink.zero_()
+            buffers.update(sink_token=sink, dSink_token=dsink)
         self.engine.execute(spec, dict(buffers, **layout.buffers))
         return dq, dk, dv
 
 
 # ---------------------------------------------------------------- the kernel's entry points
 
-_, run = make_prepare_run(FrontendAdapter)  # run: plan_attention over the prepared adapter and plan
+_, plan_run = make_prepare_run(FrontendAdapter)  # plan_attention over the prepared adapter and plan
+
+
+def run(prepared: FlashPrepared, q, k, v, sinks=None):
+    """The plan's graphs, merged by lse; `sinks` fused into the one call's graphs where `prepare` chose
+    that (`FrontendAdapter.fused_sinks`), else through the merged lse (`plan_attention`)."""
+    if sinks is not None and getattr(prepared.adapter, "fused_sinks", False):
+        from .fused_sinks import fused_sink_attention  # torch at import: not at plugin listing
+
+        return fused_sink_attention(q, k, v, sinks, prepared.adapter, prepared.ex.single)
+    return plan_run(prepared, q, k, v, sinks)
+
+
+# ---------------------------------------------------------------- learnable sinks: fused or through the lse
+
+
+def unfused_sinks_reason(ex, direction: str, version: int | None) -> str | None:
+    """Why this plan's learnable sinks cannot be cuDNN's fused sink_token, or None where they can.
+
+    A sink enters each row's softmax once, so it is fused only where one call is the whole attention
+    (`ExecPlan.single`): calls sharing rows would each add it. Then cuDNN's own limits: sink_token from
+    9.13, not at s_q = 1, and a ragged (document) backward with it from 9.26. `direction`: the
+    problem's ("fwd" needs no backward graph); `version`: cudnn.backend_version(), None where no
+    cuDNN bounds the plan (the CPU stand-in, which has every feature).
+    """
+    call = ex.single
+    if call is None:
+        if len(ex.calls) > 1:
+            return f"the mask plans into {len(ex.calls)} cuDNN calls, merged by their lse"
+        return "the mask's one cuDNN call gathers its rows or keys (not the whole attention in place)"
+    if version is not None and version < SINK_CUDNN:
+        return f"cuDNN {version} has no fused sink_token (9.13 or newer)"
+    if (call.args.max_q if call.args.varlen else call.band[1] - call.band[0]) == 1:
+        return "one query per sequence: cuDNN takes no sink_token at s_q = 1"
+    if call.args.varlen and direction != "fwd" and version is not None and version < RAGGED_SINK_BACKWARD_CUDNN:
+        return (f"the ragged (document) backward with a sink_token needs cuDNN 9.26 or newer; "
+                f"this process loads {version}")
+    return None
+
+
+def problem_sinks_reason(problem) -> str | None:
+    """`unfused_sinks_reason` of the problem's mask (its first draw) with this process's cuDNN: what
+    `prepare` decided, asked again for the row's caveat. Plans the mask on the CPU, builds no graph;
+    without a loadable cuDNN (CPU tests, where only the stand-in runs) the plan alone decides."""
+    from longca.plugin import problem_mask
+
+    ex = flash_plan_for(FrontendAdapter(), problem_mask(problem), 1, 1.0, "cpu")
+    return unfused_sinks_reason(ex, problem.direction, backend_version())
 
 
 # the graphs every prepare builds, kept across prepares (keyed by `GraphSpec`, all a graph depends on):
@@ -331,11 +400,14 @@ PREPARED_GRAPHS = CudnnGraphs(limit=256)
 
 def prepare(problem, mask, q, k, v, engine=None) -> FlashPrepared:
     """The plan of the mask, and every cuDNN graph it needs that no earlier prepare built, built now
-    (not timed); `engine`: where graphs are built and kept (default `PREPARED_GRAPHS`)."""
+    (not timed); with sinks, whether they are fused (`unfused_sinks_reason`) and the graphs for that;
+    `engine`: where graphs are built and kept (default `PREPARED_GRAPHS`)."""
     adapter = FrontendAdapter(engine if engine is not None else PREPARED_GRAPHS)
     adapter.deterministic = problem.deterministic
     ex = flash_plan_for(adapter, mask, q.shape[0], resolve_scale(q, None), q.device)
-    adapter.build(ex, q, k, v, backward=problem.direction != "fwd")
+    if problem.sinks:
+        adapter.fused_sinks = unfused_sinks_reason(ex, problem.direction, adapter.engine.version) is None
+    adapter.build(ex, q, k, v, backward=problem.direction != "fwd", sink=adapter.fused_sinks)
     return FlashPrepared(adapter, ex, None)
 
 

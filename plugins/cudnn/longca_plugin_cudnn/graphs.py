@@ -4,14 +4,17 @@ A `GraphSpec` says everything a graph depends on: shapes, strides, layout (dense
 the mask as cuDNN's diagonal band and the softmax scale. `CudnnGraphs` builds one graph per spec
 (validate, operation graph, heuristics A then FALLBACK, support check, plans) and executes it
 with a variant pack of torch tensors keyed by role: q, k, v, o, stats (forward); q, k, v, o, dO,
-stats, dQ, dK, dV (backward); seq_len_q, seq_len_kv, offset_q, offset_kv (ragged layout only).
+stats, dQ, dK, dV (backward); seq_len_q, seq_len_kv, offset_q, offset_kv (ragged layout only);
+sink_token (and the backward's dSink_token output) where the spec fuses learnable sinks (`sink`).
 A backward with one query and one key per sequence has no graph (cuDNN refuses s_q = s_kv = 1):
 `one_pair_backward` computes it in torch.
 
 Layout conventions (cuDNN's): tensors are described as (batch, heads, seqlen, head_dim) with
 explicit strides; a ragged tensor holds its sequences back to back and its `offset_*` tensor gives
 where sequence i starts, in elements; stats are float32 (batch, heads, seqlen, 1), contiguous,
-natural-log logsumexp of the scaled scores. `cudnn` is imported only when a graph is built, never
+natural-log logsumexp of the scaled scores (with a sink_token, the sink's term included:
+logaddexp(lse, sink), which the backward graph reads back as given); sink_token and dSink_token
+are float32 (1, heads_q, 1, 1). `cudnn` is imported only when a graph is built, never
 at import, so listing works on any machine; this file has no other dependency at import.
 """
 from __future__ import annotations
@@ -24,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover - torch is imported where a graph is built
     import torch
 
 Strides = tuple[int, int, int, int]
+SINK_ROLES = ("sink_token", "dSink_token")  # one float32 logit (and its gradient) per query head
 TOKEN_ROUNDING = 64  # the backward's max_total_seq_len_* are rounded up to this, as cuDNN's own tests do
 
 
@@ -48,6 +52,7 @@ class GraphSpec:
     right_bound: int | None = None  # cuDNN diagonal_band_right_bound (inclusive), None: unbounded
     scale: float = 1.0
     deterministic: bool = False  # sdpa_backward's use_deterministic_algorithm (Problem.deterministic)
+    sink: bool = False  # learnable sinks fused: a sink_token input (and the backward's dSink_token output)
 
     def stride(self, role: str) -> Strides:
         return dict(self.strides)[role]
@@ -63,6 +68,8 @@ class GraphSpec:
             return [self.batch, self.heads_kv, self.seqlen_kv, self.head_dim]
         if role == "stats":
             return [self.batch, self.heads_q, self.seqlen_q, 1]
+        if role in SINK_ROLES:
+            return [1, self.heads_q, 1, 1]
         return [self.batch, self.heads_q, self.seqlen_q, self.head_dim]
 
 
@@ -122,12 +129,24 @@ def _output(tensor, spec: GraphSpec, role: str, strides: Strides, ragged_offset=
     return tensor
 
 
+def _sink_args(cudnn, graph, spec: GraphSpec, t, roles) -> dict[str, Any]:
+    """sdpa / sdpa_backward keyword arguments for fused sinks (none unless `spec.sink`), added to `t` by role."""
+    if not spec.sink:
+        return {}
+    for role in roles:
+        t[role] = graph.tensor(name=role, dim=spec.dims(role), stride=[spec.heads_q, 1, 1, 1],
+                               data_type=cudnn.data_type.FLOAT)
+    if "dSink_token" in roles:
+        t["dSink_token"].set_output(True)  # an output the caller allocates, as dQ / dK / dV
+    return {role: t[role] for role in roles}
+
+
 def forward_graph(cudnn, spec: GraphSpec, handle=None):
-    """(graph, tensors by role) of `sdpa` with stats; not yet built."""
+    """(graph, tensors by role) of `sdpa` with stats (and the sink_token if `spec.sink`); not yet built."""
     graph, io = _new_graph(cudnn, spec, handle)
     t = _inputs(cudnn, graph, spec, io, ("q", "k", "v"))
     o, stats = graph.sdpa(name="sdpa", q=t["q"], k=t["k"], v=t["v"], generate_stats=True,
-                          **_mask_args(cudnn, spec, t))
+                          **_mask_args(cudnn, spec, t), **_sink_args(cudnn, graph, spec, t, ("sink_token",)))
     o.set_data_type(io)
     stats.set_data_type(cudnn.data_type.FLOAT)
     t["o"] = _output(o, spec, "o", spec.stride("o"), t.get("offset_q"))
@@ -136,7 +155,8 @@ def forward_graph(cudnn, spec: GraphSpec, handle=None):
 
 
 def backward_graph(cudnn, spec: GraphSpec, handle=None):
-    """(graph, tensors by role) of `sdpa_backward` reading the forward's o and stats; not yet built."""
+    """(graph, tensors by role) of `sdpa_backward` reading the forward's o and stats (with `spec.sink`, the
+    sink_token and a dSink_token output); not yet built."""
     graph, io = _new_graph(cudnn, spec, handle)
     t = _inputs(cudnn, graph, spec, io, ("q", "k", "v", "o", "dO"))
     t["stats"] = graph.tensor(name="stats", dim=spec.dims("stats"), stride=list(stats_strides(spec)),
@@ -146,6 +166,7 @@ def backward_graph(cudnn, spec: GraphSpec, handle=None):
         extra = dict(max_total_seq_len_q=round_tokens(spec.total_q), max_total_seq_len_kv=round_tokens(spec.total_kv))
     if spec.deterministic:  # asked for only when set: the default graph is built as before
         extra["use_deterministic_algorithm"] = True
+    extra.update(_sink_args(cudnn, graph, spec, t, SINK_ROLES))
     dq, dk, dv = graph.sdpa_backward(name="sdpa_backward", q=t["q"], k=t["k"], v=t["v"], o=t["o"], dO=t["dO"],
                                      stats=t["stats"], **_mask_args(cudnn, spec, t), **extra)
     for role, tensor, seqlen, heads, offset in (("dQ", dq, spec.seqlen_q, spec.heads_q, "offset_q"),
@@ -170,8 +191,12 @@ def one_pair_backward(spec: GraphSpec, buffers: dict[str, Any]) -> None:
     cuDNN rejects it ("s_q = s_kv = 1 is not supported", sdpa_backward's validation); it happens
     where a crop's diagonal only touches a corner (a 1 x 1 causal square). The pair is always
     seen (the band keeps the diagonal), so with the merged o and stats it is the usual formula.
+    Never with a sink: cuDNN takes no sink_token at s_q = 1, so such plans keep sinks on the lse path
+    (frontend.unfused_sinks_reason).
     """
     import torch
+
+    assert not spec.sink, "no fused sinks at s_q = 1"
 
     n, heads_q, heads_kv, d = spec.batch, spec.heads_q, spec.heads_kv, spec.head_dim
     group = heads_q // heads_kv
@@ -188,6 +213,16 @@ def one_pair_backward(spec: GraphSpec, buffers: dict[str, Any]) -> None:
 
 
 _HANDLES: dict[int, Any] = {}
+
+
+def backend_version() -> int | None:
+    """cudnn.backend_version() (91900 for 9.19.0), or None where the frontend or libcudnn cannot load."""
+    try:
+        import cudnn
+
+        return int(cudnn.backend_version())
+    except Exception:  # noqa: BLE001 - no frontend, no library: no version
+        return None
 
 
 def handle_for(device) -> Any:
@@ -230,6 +265,16 @@ class CudnnGraphs:
             self._workspace = torch.empty(max(size, 1), dtype=torch.uint8, device=device)
         if self._limit is not None and len(self._built) > self._limit:
             self._built.popitem(last=False)
+
+    @property
+    def version(self) -> int | None:
+        """The cuDNN these graphs run on: what prepare holds fused sinks to (frontend.unfused_sinks_reason)."""
+        return backend_version()
+
+    @property
+    def specs(self) -> tuple[GraphSpec, ...]:
+        """The specs whose graphs are kept, oldest first."""
+        return tuple(self._built)
 
     def execute(self, spec: GraphSpec, buffers: dict[str, Any]) -> None:
         """Run the graph of `spec` on torch tensors keyed by role, on torch's current stream."""

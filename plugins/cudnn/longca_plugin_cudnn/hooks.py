@@ -3,7 +3,8 @@
 - **cuDNN frontend** (`frontend.py`, `graphs.py`), when nvidia-cudnn-frontend (module `cudnn`) is
   installed: every call of the core planner's plan is one cuDNN SDPA graph, built once in
   `prepare` and only executed in the timed call; documents in cuDNN's ragged layout, windows as
-  cuDNN's diagonal band. All static masks, forward and backward, and the lse primitives.
+  cuDNN's diagonal band. All static masks, forward and backward, and the lse primitives; learnable
+  sinks fused into cuDNN's graphs (sink_token) where the plan is one call, else through the lse.
 - **torch** (this file), otherwise or with LONGCA_CUDNN_BACKEND=torch: full and causal through SDPA
   with `sdpa_kernel(SDPBackend.CUDNN_ATTENTION)`; everything else through the planner with cuDNN's
   explicit-lse ops as torch exposes them: `aten._scaled_dot_product_cudnn_attention` (+ `_backward`)
@@ -185,22 +186,29 @@ def frontend_prepare(problem, mask, q, k, v):
 
 
 def frontend_run(prepared, q, k, v, sinks=None):
-    """The FP8 graphs (fp8.py), or the planned graphs; `sinks` through the calls' merged lse."""
+    """The FP8 graphs (fp8.py), or the planned graphs; `sinks` fused into them or through the merged lse
+    (frontend.run, as prepare decided)."""
     if isinstance(prepared, fp8.Fp8Prepared):
         return fp8.run(prepared, q, k, v)
     return frontend.run(prepared, q, k, v) if sinks is None else frontend.run(prepared, q, k, v, sinks=sinks)
 
 
-# learnable sinks enter through the graphs' stats (an elementwise pass over the output after the
-# call), as users of a library without sinks add them; cuDNN frontend 1.32 also takes a fused
-# `sink_token` (1, H, 1, 1) float32 graph input, not wired here yet
-SINKS_CAVEAT = "learnable sinks through the lse after the cuDNN call, not cuDNN's fused sink_token"
-SINKS_REFUSED = ("learnable sinks: the frontend path takes them (through the lse); the torch path and FP8 "
-                 "problems do not")
+# learnable sinks are cuDNN's fused sink_token where the plan is one call and this cuDNN takes it
+# (fused_sinks.py): no caveat, cuDNN's own path. Elsewhere they enter through the calls' merged lse
+# (an elementwise pass over the output after the cuDNN calls, as users of a library without sinks
+# add them): those rows say so, and why (frontend.unfused_sinks_reason)
+SINKS_CAVEAT = "learnable sinks through the lse after the cuDNN calls, not cuDNN's fused sink_token"
+SINKS_REFUSED = ("learnable sinks: the frontend path takes them (cuDNN's fused sink_token, or through the lse); "
+                 "the torch path and FP8 problems do not")
 
 
 def frontend_caveat(problem) -> str | None:
-    return SINKS_CAVEAT if problem.sinks else None
+    """None but for sinks that went through the lse: then that, and why not fused. Plans the problem's
+    mask again (no graph, no cudnn import without a problem with sinks)."""
+    if not problem.sinks:
+        return None
+    reason = frontend.problem_sinks_reason(problem)
+    return None if reason is None else f"{SINKS_CAVEAT}: {reason}"
 
 
 def supports_mask(problem, mask) -> str | None:

@@ -124,9 +124,12 @@ def test_without_the_frontend_document_and_multi_call_masks_are_refused(monkeypa
     spec = hooks.make_spec("torch")
     assert spec.caveat(Problem(kernel="cudnn", mask="causal_document", seqlen=2048)) == hooks.REBUILD_NOTE
     assert spec.caveat(Problem(kernel="cudnn", mask="causal", seqlen=2048)) is None
-    frontend_spec = hooks.make_spec("frontend")  # no caveat but for learnable sinks (through the lse)
+    frontend_spec = hooks.make_spec("frontend")  # no caveat but for learnable sinks through the lse (not fused)
+    monkeypatch.setattr(frontend, "backend_version", lambda: 91900)
     assert frontend_spec.caveat(Problem(kernel="cudnn", mask="causal_document", seqlen=2048)) is None
-    assert frontend_spec.caveat(Problem(kernel="cudnn", mask="causal", seqlen=2048, sinks=True)) == hooks.SINKS_CAVEAT
+    assert frontend_spec.caveat(Problem(kernel="cudnn", mask="causal", seqlen=2048, sinks=True)) is None  # fused
+    multi_call = frontend_spec.caveat(Problem(kernel="cudnn", mask="share_question", seqlen=2048, sinks=True))
+    assert multi_call.startswith(hooks.SINKS_CAVEAT)
     monkeypatch.setenv(frontend.ENV_BACKEND, "torch")
     assert hooks.supports(Problem(kernel="cudnn", mask="causal_document", seqlen=2048)) is None
 

@@ -20,7 +20,7 @@ from longca.plugin import (
     reference_backward_lse,
     reference_forward_lse,
 )
-from longca_flashplan.plugin import CallArgs, lse_primitives, plan_reason, window_slices
+from longca_flashplan.plugin import CallArgs, flash_plan_for, lse_primitives, plan_reason, window_slices
 from longca_plugin_cudnn import frontend, hooks
 from longca_plugin_cudnn.emulated import EmulatedGraphs, band_mask
 from longca_plugin_cudnn.frontend import FrontendAdapter, Ragged, RaggedLayout, band_ok, band_settings, cudnn_bounds
@@ -264,21 +264,99 @@ def test_a_crop_can_need_a_one_pair_backward():
     assert any(s.backward and s.one_pair for s in engine.built)
 
 
-@pytest.mark.parametrize("mask", ["causal", "causal_document", "share_question"])
-def test_emulated_frontend_takes_sinks_through_the_lse(mask):
-    """Learnable sinks on the frontend path: the graphs' stats give the lse they enter through, forward and
-    backward (the sinks' gradient too), against the reference with sinks; rows say how (caveat)."""
-    problem = _problem(mask)
+def _sinks_run(problem: Problem, engine: EmulatedGraphs):
+    """(prepared, got, want): out and the gradients of q, k, v and the sinks, the frontend's and the reference's;
+    every graph built in prepare, none in the run."""
     m = problem_mask(problem)
     q, k, v = make_inputs(problem, requires_grad=True)
     sinks = torch.randn(problem.heads_q, generator=torch.Generator().manual_seed(5), requires_grad=True)
-    prepared = frontend.prepare(problem, m, q, k, v, engine=EmulatedGraphs())
-    out = hooks.frontend_run(prepared, q, k, v, sinks=sinks)
-    ref = reference_attention(q, k, v, m, sinks=sinks)
+    prepared = frontend.prepare(problem, m, q, k, v, engine=engine)
+    built = engine.builds
     dout = torch.randn_like(q)
-    got, want = (torch.autograd.grad(x, (q, k, v, sinks), dout) for x in (out, ref))
-    assert rel_err(out, ref) < 1e-5
+    results = []
+    for out in (hooks.frontend_run(prepared, q, k, v, sinks=sinks), reference_attention(q, k, v, m, sinks=sinks)):
+        results.append((out, *torch.autograd.grad(out, (q, k, v, sinks), dout)))
+    assert engine.builds == built
+    return prepared, *results
+
+
+@pytest.mark.parametrize("mask,version", [("causal", 91200), ("causal_document", 91900), ("share_question", 92600)])
+def test_emulated_frontend_takes_sinks_through_the_lse(mask, version, monkeypatch):
+    """Learnable sinks that cannot be fused (cuDNN < 9.13; a ragged backward before 9.26; several calls):
+    the graphs' stats give the lse they enter through, forward and backward (the sinks' gradient too),
+    against the reference with sinks; no sink graph is built, and rows say how and why (caveat)."""
+    problem = _problem(mask, sinks=True)
+    engine = EmulatedGraphs(version=version)
+    prepared, got, want = _sinks_run(problem, engine)
     for g, w in zip(got, want, strict=True):
         assert rel_err(g, w) < 1e-5
-    assert hooks.frontend_caveat(problem.with_(sinks=True)) == hooks.SINKS_CAVEAT
+    assert not prepared.adapter.fused_sinks and not any(s.sink for s in engine.built)
+    monkeypatch.setattr(frontend, "backend_version", lambda: version)
+    caveat = hooks.frontend_caveat(problem)
+    assert caveat.startswith(hooks.SINKS_CAVEAT + ": ")
+    assert {"causal": "9.13", "causal_document": "9.26", "share_question": "2 cuDNN calls"}[mask] in caveat
+    assert hooks.frontend_caveat(problem.with_(sinks=False)) is None
+
+
+@pytest.mark.parametrize("mask", ["causal", "full", "sliding_window", "causal_document"])
+def test_emulated_frontend_fuses_sinks_into_one_call(mask, monkeypatch):
+    """A plan of one call takes the sinks as cuDNN's fused sink_token (the stand-in poses as cuDNN 9.26):
+    only sink graphs are built, in prepare, and executed (one forward, one backward: no graph of the lse
+    path), forward and backward (dsinks from the dSink_token output) match the reference, and the row
+    has no caveat."""
+    problem = _problem(mask, sinks=True)
+    engine = EmulatedGraphs(version=92600)
+    prepared, got, want = _sinks_run(problem, engine)
+    for g, w in zip(got, want, strict=True):
+        assert rel_err(g, w) < 1e-5
+    assert prepared.adapter.fused_sinks and engine.executions == 2
+    assert {s.backward for s in engine.built} == {False, True} and all(s.sink for s in engine.built)
+    monkeypatch.setattr(frontend, "backend_version", lambda: 92600)
     assert hooks.frontend_caveat(problem) is None
+
+
+def test_the_dsink_buffer_is_zeroed_before_each_backward():
+    """cuDNN may add into dSink_token (the stand-in does): the adapter zeroes it, so a reused buffer holding
+    an earlier gradient gives the same result."""
+    problem = _problem("causal", direction="fwd")
+    q, k, v = make_inputs(problem)
+    adapter = FrontendAdapter(EmulatedGraphs())
+    args = CallArgs(varlen=False, left=-1, right=0, scale=0.25)
+    sink = torch.randn(1, problem.heads_q, 1, 1)
+    out, lse = adapter.fwd(q, k, v, args, sink=sink)
+    dout, dsink = torch.randn_like(q), torch.full_like(sink, 7.0)
+    first = [*adapter.bwd(dout, q, k, v, out, lse, args, sink=sink, dsink=dsink), dsink.clone()]
+    second = [*adapter.bwd(dout, q, k, v, out, lse, args, sink=sink, dsink=dsink), dsink]
+    for a, b in zip(first, second, strict=True):
+        assert torch.equal(a, b)
+    assert float(dsink.abs().sum()) > 0
+
+
+def _exec_plan(mask: str, **kw):
+    problem = _problem(mask, **kw)
+    return flash_plan_for(FrontendAdapter(EmulatedGraphs()), problem_mask(problem), 1, 1.0, "cpu")
+
+
+def test_unfused_sinks_reason():
+    """Fused only where one call is the whole attention and this cuDNN takes a sink_token there."""
+    reason = frontend.unfused_sinks_reason
+    causal, document, shared = _exec_plan("causal"), _exec_plan("causal_document"), _exec_plan("share_question")
+    for version in (None, 91300, 91900, 92600):
+        assert reason(causal, "bwd", version) is None and reason(document, "fwd", version) is None
+        assert "2 cuDNN calls, merged by their lse" in reason(shared, "fwd", version)
+    assert "9.13" in reason(causal, "fwd", 91200) and "9.13" in reason(document, "fwd", 91200)
+    for direction in ("bwd", "fwdbwd"):
+        assert "needs cuDNN 9.26 or newer; this process loads 91900" in reason(document, direction, 91900)
+        assert reason(document, direction, 92600) is None and reason(document, direction, None) is None
+    assert "gathers" in reason(_exec_plan("causal_blockwise"), "fwd", 92600)  # one call, keys packed apart
+    one_query = flash_plan_for(FrontendAdapter(), problem_mask(_problem("causal", seqlen=1)), 1, 1.0, "cpu")
+    assert "s_q = 1" in reason(one_query, "fwd", 92600)
+
+
+def test_the_caveat_follows_the_loaded_cudnn(monkeypatch):
+    """A row's caveat is asked after it ran, in the same process: the plan and the loaded cuDNN decide."""
+    problem = _problem("causal_document", sinks=True)
+    for version, fused in ((None, True), (91200, False), (91900, False), (92600, True)):
+        monkeypatch.setattr(frontend, "backend_version", lambda v=version: v)
+        assert (hooks.frontend_caveat(problem) is None) == fused, version
+        assert hooks.frontend_caveat(problem.with_(direction="fwd")) is None or version == 91200

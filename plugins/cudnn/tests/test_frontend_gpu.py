@@ -1,7 +1,8 @@
 """The cuDNN frontend path on a GPU (`pytest -m longca_gpu`): every mask it claims against
 `longca.reference`, forward and backward, GQA, bf16 and fp16, head_dim 64 and 128; the lse; graphs
-built in prepare and never in the timed call. Skipped without a CUDA GPU, without
-nvidia-cudnn-frontend, or when the plugin runs its torch path (LONGCA_CUDNN_BACKEND=torch)."""
+built in prepare and never in the timed call; learnable sinks, fused into cuDNN's graphs or through
+the lse. Skipped without a CUDA GPU, without nvidia-cudnn-frontend, or when the plugin runs its
+torch path (LONGCA_CUDNN_BACKEND=torch)."""
 from __future__ import annotations
 
 import pytest
@@ -108,3 +109,43 @@ def test_a_fresh_prepare_is_not_slower_on_its_first_call():
     fresh = [(frontend.prepare(problem, m, *inputs), *inputs) for inputs in draws]
     first_calls = fastest([lambda f=f: frontend.run(*f) for f in fresh])
     assert first_calls < 3 * fastest([lambda: frontend.run(warm, *seen)] * 5)
+
+
+@pytest.mark.parametrize("direction", ("fwd", "bwd"))
+@pytest.mark.parametrize("mask", ("causal", "sliding_window", "causal_document"))
+def test_sinks_match_reference(mask, direction):
+    """Learnable sinks, dsinks checked too: cuDNN's fused sink_token where the plan is one call and this cuDNN
+    takes it; the document backward goes through the lse before cuDNN 9.26 (the H200's is 9.19), and only
+    such rows have a caveat. A wrong sign or scale of cuDNN's dSink_token fails the dsinks check."""
+    _need_frontend()
+    problem = _problem(mask, direction=direction, sinks=True)
+    row = run_problem(problem, RunOptions(warmup=1, repeat=2, samples=1, check=True))
+    assert row["status"] == "ok", (row["status"], row["reason"], row.get("rel_err_detail"))
+    assert row["checked"] == "full" and ("dsinks" in row["rel_err_detail"]) == (direction == "bwd")
+    version = frontend.backend_version()
+    fused = version >= frontend.SINK_CUDNN and not (
+        mask == "causal_document" and direction == "bwd" and version < frontend.RAGGED_SINK_BACKWARD_CUDNN)
+    assert (hooks.frontend_caveat(problem) is None) == fused, hooks.frontend_caveat(problem)
+
+
+def test_fused_sinks_build_sink_graphs_in_prepare_only():
+    """A fused problem's graphs take the sink (a sink_token forward, a backward with dSink_token), all built in
+    prepare; repeated backwards give the same dsinks (the buffer is zeroed before each)."""
+    _need_frontend()
+    if frontend.backend_version() < frontend.SINK_CUDNN:
+        pytest.skip("cuDNN before 9.13 has no sink_token")
+    problem = _problem("causal", sinks=True)
+    q, k, v = make_inputs(problem, requires_grad=True)
+    sinks = torch.randn(problem.heads_q, device="cuda", requires_grad=True)
+    prepared = frontend.prepare(problem, problem_mask(problem), q, k, v)
+    engine = prepared.adapter.engine
+    assert prepared.adapter.fused_sinks
+    mine = [s for s in engine.specs if s.sink and s.heads_q == problem.heads_q and s.seqlen_q == problem.seqlen]
+    assert {s.backward for s in mine} == {False, True}
+    built = engine.builds
+    dout = torch.randn_like(q)
+    dsinks = [torch.autograd.grad(frontend.run(prepared, q, k, v, sinks=sinks), (q, k, v, sinks), dout)[3]
+              for _ in range(3)]
+    torch.cuda.synchronize()
+    assert engine.builds == built and float(dsinks[0].abs().sum()) > 0
+    assert torch.allclose(dsinks[0], dsinks[2], rtol=1e-3, atol=1e-4)
