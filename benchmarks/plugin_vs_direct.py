@@ -30,14 +30,21 @@ The direct calls (nothing here imports longca's kernels or mask_mods):
   (full, causal, documents, the causal window) and `flex_attn_func`;
 - nsa: `fla.ops.nsa.parallel_nsa` on `topk_sparse`, with `block_indices` built here from the mask's
   kept-block table the way fla's own tests build them (-1 padding sorted first, an int
-  `block_counts`), not with the plugin's per-token counts.
+  `block_counts`), not with the plugin's per-token counts;
+- cudnn-bsa: `cudnn.block_sparse_attention.block_sparse_attention_forward` / `_backward` (joined by a
+  torch.autograd.Function here) on `block_sparse_uniform` with `--mask-param block=64` or 128 (the
+  catalog's default), `sparse_block_size` = the block, `q2k_block_index` built here from the mask's
+  kept blocks (torch.nonzero, one count for every row), layout "bshd".
 Masks a library has no one-call form for (the heterogeneous ones, except in Flex) are `n/a`.
+`--mask-param NAME=VALUE` sets a mask parameter of every case (`block=64`).
 `--head-dim-v` gives V (and the output) its own head dim (`--head-dim 192 --head-dim-v 128`);
 `--deterministic` times the backward through each library's deterministic algorithm (plugin and
 direct call alike: `deterministic=True` for flash_attn, FA3 and FA4); forward cases are skipped.
 
     python benchmarks/plugin_vs_direct.py --kernels flex,sdpa,fa2 --seqlens 16k,32k --out results/pvd
     python benchmarks/plugin_vs_direct.py --kernels nsa --masks topk_sparse --heads 64:4 --out results/pvd-nsa
+    python benchmarks/plugin_vs_direct.py --kernels cudnn-bsa --masks block_sparse_uniform --heads 32:32 \
+        --mask-param block=64 --out results/pvd-cudnn-bsa
 """
 from __future__ import annotations
 
@@ -56,6 +63,7 @@ import numpy as np
 import torch
 
 from longca.flops import attention_flops
+from longca.given import parse_params
 from longca.masks.catalog import STATIC_MASKS
 from longca.plugins import get_registry
 from longca.problem import Problem, build_mask, make_inputs
@@ -348,6 +356,37 @@ def nsa_direct(mask, q, k, v) -> Direct:
     return lambda q, k, v: parallel_nsa(q, k, v, block_indices=indices, block_counts=width, block_size=block)
 
 
+# ---------------------------------------------------------------- cuDNN's block-sparse attention
+
+
+def cudnn_bsa_direct(mask, q, k, v) -> Direct:
+    """block_sparse_attention_forward / _backward on uniform 64- or 128-token blocks: each query block's kept
+    key blocks, ascending (torch.nonzero's order), one list per query head, one count for every row."""
+    from cudnn.block_sparse_attention import block_sparse_attention_backward, block_sparse_attention_forward
+
+    block, kept = int(mask.params["block"]), int(mask.params["kept_per_row"])
+    keep = torch.from_numpy(mask.layout.keep)  # (KV groups, query blocks, key blocks)
+    cols = torch.nonzero(keep)[:, 2].view(*keep.shape[:2], kept)
+    index = cols.repeat_interleave(q.shape[2] // keep.shape[0], dim=0)[None].expand(q.shape[0], -1, -1, -1)
+    index = index.to(torch.int32).contiguous().to(q.device)
+
+    class BlockSparse(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v):
+            out, lse = block_sparse_attention_forward(q, k, v, index, kept, sparse_block_size=block, layout="bshd")
+            ctx.save_for_backward(q, k, v, out, lse)
+            return out
+
+        @staticmethod
+        def backward(ctx, dout):
+            q, k, v, out, lse = ctx.saved_tensors
+            dq, dk, dv = block_sparse_attention_backward(dout.contiguous(), q, k, v, out, lse, index, kept,
+                                                         sparse_block_size=block, layout="bshd")
+            return dq, dk, dv
+
+    return BlockSparse.apply
+
+
 def fa2_library() -> str:
     """'flash_attn' where the package is installed (the fa2 plugin then runs it), else 'torch'."""
     import importlib.util
@@ -561,12 +600,16 @@ def direct_refusal(kernel: str, mask, deterministic: bool = False, fp8: bool = F
         return "n/a: not hand-written here (documents need cuDNN's ragged layout; others several graphs)"
     if kernel == "nsa" and mask.name != "topk_sparse":
         return "n/a: the nsa plugin runs topk_sparse only"
+    if kernel == "cudnn-bsa" and (mask.name != "block_sparse_uniform" or mask.params["block"] not in (64, 128)
+                                  or mask.seqlen % mask.params["block"]):
+        return ("n/a: hand-written here for block_sparse_uniform with block=64 or 128 (--mask-param block=...) and S "
+                "a multiple of the block")
     if kernel == "sage" and mask.name not in ("full", "causal", "full_document", "causal_document"):
         return "n/a: SageAttention takes full, causal and documents"
     if kernel == "cudnn-flex" and mask.name not in ("full", "causal", "full_document", "causal_document",
                                                     "sliding_window_causal"):
         return "n/a: endpoints written by hand here for full, causal, documents and the causal window only"
-    if kernel not in ("fa2", "fa3", "fa4", "sdpa", "cudnn", "nsa", "sage", "cudnn-flex"):
+    if kernel not in ("fa2", "fa3", "fa4", "sdpa", "cudnn", "nsa", "sage", "cudnn-flex", "cudnn-bsa"):
         return f"n/a: no hand-written call for kernel {kernel!r}"
     return None
 
@@ -592,6 +635,8 @@ def make_direct(kernel: str, mask, q, k, v, problem: Problem | None = None) -> D
         return sdpa_direct(mask, q, k, v)
     if kernel == "nsa":
         return nsa_direct(mask, q, k, v)
+    if kernel == "cudnn-bsa":
+        return cudnn_bsa_direct(mask, q, k, v)
     if kernel == "sage":
         return sage_direct(mask, q, k, v)
     if kernel == "cudnn-flex":
@@ -623,9 +668,12 @@ def measure(kernel: str, mask_name: str, seqlen: int, direction: str, args, warm
                            "dtype": args.dtype, "deterministic": args.deterministic}
     if args.deterministic and direction == "fwd":
         return {**row, "status": "n/a", "reason": "the forward is deterministic: --deterministic times backwards"}
+    mask_params = parse_params(args.mask_param, "--mask-param")
+    if mask_params:
+        row["mask_params"] = mask_params
     problem = Problem(kernel=kernel, mask=mask_name, seqlen=seqlen, heads_q=hq, heads_kv=hkv, head_dim=args.head_dim,
                       head_dim_v=args.head_dim_v, dtype=args.dtype, direction=direction, device=args.device,
-                      sampler=args.sampler, deterministic=args.deterministic)
+                      sampler=args.sampler, deterministic=args.deterministic, mask_params=mask_params)
     spec = registry.kernel(kernel)
     reason = unsupported_reason(spec, problem, registry)
     if reason:
@@ -748,6 +796,8 @@ def main() -> None:
                         help="bfloat16, float16, or fp8 / fp8_e5m2 (fa3's FP8 forward; cudnn's FP8 forward and "
                              "backward)")
     parser.add_argument("--sampler", default="auto")
+    parser.add_argument("--mask-param", action="append", default=[], metavar="NAME=VALUE",
+                        help="a mask parameter for every case, e.g. block=64 (repeatable)")
     parser.add_argument("--device", default="cuda", help="cuda; cpu only tests this script (flex forward, sdpa)")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=8)
