@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The GPU half of the suite (`make test-gpu`'s selection) in six concurrent pytest processes, for a
+# The GPU half of the suite (`make test-gpu`'s selection) in seven concurrent pytest processes, for a
 # machine that allows ten minutes a command (the device tool's H200): one GPU, many CPU cores, the
 # compile-heavy groups (fa4, flex) apart. Each group writes OUT/pytest-GROUP.log (-v: a line per test
 # as it finishes, so a group cut by the time limit still names what ran) and ends with its exit code.
 #
 # usage: LIM=520 bash scripts/gpu_tests_parallel.sh OUT      (LIM: seconds per group, default 540)
-#   GPU_TEST_GROUPS="plugins-flex plugins-b": only those groups (default: all six)
+#   GPU_TEST_GROUPS="plugins-flex plugins-b": only those groups (default: all seven)
 #   GPU_TEST_WORKERS=4: pytest-xdist processes within each group (default 1: no xdist); the
 #   compile-heavy groups (fa4, flex, the dense conformance) are CPU-bound, so on 16 cores this cuts
 #   their wall time several-fold
@@ -36,10 +36,12 @@ group() {
       > "$out/pytest-$name.log" 2>&1
     echo "exit $? after $(( $(date +%s) - start )) s" >> "$out/pytest-$name.log" ) &
 }
-group plugins-a plugins/cudnn plugins/cudnn-flex plugins/fa2 plugins/fa2-sparse plugins/fa3 plugins/ffa plugins/flashinfer
+group plugins-a plugins/cudnn plugins/fa2 plugins/fa2-sparse plugins/fa3 plugins/ffa plugins/flashinfer
 group plugins-fa4 plugins/fa4 plugins/flex-fa4
+# the cuDNN frontend's CuTe-DSL kernels: they need nvidia-cutlass-dsl, as fa4 does
+group plugins-dsl $(ls -d plugins/cudnn-flex plugins/cudnn-bsa 2>/dev/null)
 group plugins-flex plugins/flex plugins/flashmask plugins/flex-sparse
-group plugins-b $(ls -d plugins/*/ | grep -vE "/(cudnn|cudnn-flex|fa2|fa2-sparse|fa3|ffa|flashinfer|fa4|flex-fa4|flex|flashmask|flex-sparse|template)/$")
+group plugins-b $(ls -d plugins/*/ | grep -vE "/(cudnn|cudnn-flex|cudnn-bsa|fa2|fa2-sparse|fa3|ffa|flashinfer|fa4|flex-fa4|flex|flashmask|flex-sparse|template)/$")
 group tests-a $(ls tests/test_*.py | awk 'NR % 2 == 0')
 group tests-b $(ls tests/test_*.py | awk 'NR % 2 == 1') core/tests longca_cp longca_sim longca_flashplan longca_runner longca_testing
 wait
