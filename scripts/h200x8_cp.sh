@@ -28,9 +28,10 @@ if [ "$mode" = cpu ]; then
   out=${2:?usage: scripts/h200x8_cp.sh cpu OUTDIR}
   mkdir -p "$out"; LOG=$out/step.log; : > "$LOG"
   t0=$(date +%s)
-  run longca sweep $specs/cpu-tiny.toml --output "$out/cpu-tiny" --resume || exit $?
-  run python docs/scripts/cp_validate.py --held-out "$out/cpu-tiny" --fit-kernel fa2 --output "$out" || exit $?
-  run longca report "$out/cpu-tiny" --output "$out" --no-plots || exit $?
+  py=${PYTHON:-python3}  # the interpreter longca is installed in (the tests pass theirs): no activated venv needed
+  run "$py" -m longca_cli sweep $specs/cpu-tiny.toml --output "$out/cpu-tiny" --resume || exit $?
+  run "$py" docs/scripts/cp_validate.py --held-out "$out/cpu-tiny" --fit-kernel fa2 --output "$out" || exit $?
+  run "$py" -m longca_cli report "$out/cpu-tiny" --output "$out" --no-plots || exit $?
   say "cpu dry run: $(( $(date +%s) - t0 )) s"
   exit 0
 fi

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,7 @@ def test_the_script_refuses_what_it_cannot_run(tmp_path):
 
 @pytest.mark.slow  # 8 gloo ranks on a CPU: a few minutes
 def test_cpu_dry_run_checks_every_strategy_and_the_post_processing_reads_it(tmp_path):
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable}
     proc = subprocess.run(["bash", str(SCRIPT), "cpu", str(tmp_path)], capture_output=True, text=True, env=env,
                           timeout=1500, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -160,9 +160,9 @@ class _Runner:
 
     def record(self, problem: Problem, row: ResultRow) -> None:
         integrity.stamp(row, self.extra, self.gpu)  # this run's peaks (resumed folders mix runs), then the gate
+        self.rows.append(row)  # counted before it is written: a SIGTERM inside the write still leaves it run
         if self.writer:
             self.writer.append(row)
-        self.rows.append(row)
         if self.on_case:
             self.on_case(problem, row)
 
