@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
 # The issue-40 rows and the checks that have not run on a GPU yet, on a machine already set up by
 # scripts/h200_setup.sh (PYTHONPATH exported): learnable sinks (fa4, fa2, cudnn, flex, torch),
-# SageAttention, cuDNN's interval-mask attention (cudnn-flex), energy,
+# SageAttention, cuDNN's interval-mask attention (cudnn-flex) and block-sparse attention (cudnn-bsa), energy,
 # fa4 and flex-fa4 against direct calls, cudnn's timing-integrity check. Each step is bounded and
 # logged under OUT; a step that fails does not stop the next.
 #
 # usage: bash scripts/h200_frontier.sh OUT [PART ...]
-#   PART: cudnn, sinks, sage, cudnn-flex, energy, direct (default: all). `sinks-light` and `direct-light`
+#   PART: cudnn, sinks, sage, cudnn-flex, cudnn-bsa, energy, direct (default: all). `sinks-light` and `direct-light`
 #   are the steps that need no flash-attn-4 or cuDNN frontend (flex and torch sinks; sage against its
 #   direct call), for a machine where those wheels are not carried yet. Steps run in this file's order.
 #   FRONTIER_DEADLINE (epoch seconds): no step starts with less than 30 s left, none runs past it.
 set -uo pipefail
 out=${1:?usage: scripts/h200_frontier.sh OUT [PART ...]}
 shift
-parts=" ${*:-cudnn sinks sage cudnn-flex energy direct} "
+parts=" ${*:-cudnn sinks sage cudnn-flex cudnn-bsa energy direct} "
 want() { [[ "$parts" == *" $1 "* ]]; }
 for part in $parts; do
-  case $part in cudnn|sinks|sinks-light|sage|cudnn-flex|energy|direct|direct-light) ;;
-    *) echo "unknown part '$part': give cudnn, sinks, sinks-light, sage, cudnn-flex, energy, direct or direct-light" >&2; exit 2 ;;
+  case $part in cudnn|sinks|sinks-light|sage|cudnn-flex|cudnn-bsa|energy|direct|direct-light) ;;
+    *) echo "unknown part '$part': give cudnn, sinks, sinks-light, sage, cudnn-flex, cudnn-bsa, energy, direct or direct-light" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$out"
@@ -71,6 +71,16 @@ if want cudnn-flex; then
       rows "cudnn-flex-$mask-$direction" 120 --kernel cudnn-flex --mask "$mask" --seqlen 8k --direction "$direction"
     done
   done
+fi
+if want cudnn-bsa; then  # the paper's sparse setting (MHA 32 heads, 16K, density 0.5): its backward is MHA only
+  for block in 64 128; do
+    for direction in fwd bwd; do
+      step "cudnn-bsa-uniform-$block-$direction" 120 python3 -m longca_cli run --kernel cudnn-bsa --heads 32:32 --check \
+        -f json --output "$out/rows" --mask block_sparse_uniform --mask-param "block=$block" --seqlen 16k --direction "$direction"
+    done
+  done
+  step plugin-vs-direct-cudnn-bsa 180 python3 benchmarks/plugin_vs_direct.py --kernels cudnn-bsa \
+    --masks block_sparse_uniform --heads 32:32 --mask-param block=128 --seqlens 16k --directions fwd,bwd --out "$out/pvd-cudnn-bsa"
 fi
 if want energy; then
   rows energy-fa4-causal-fwd 60 --kernel fa4 --mask causal --seqlen 8k --direction fwd --energy
