@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,9 @@ def _run(monkeypatch, tmp_path, *extra):
     spec = importlib.util.spec_from_file_location("cp_profile", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    monkeypatch.setenv("MASTER_PORT", "29533")
+    with socket.socket() as free:  # a port of its own: tests run in parallel processes (make test: -n 2)
+        free.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("MASTER_PORT", str(free.getsockname()[1]))
     monkeypatch.setattr(sys, "argv", ["cp_profile", "--device", "cpu", "--heads", "4:2", "--head-dim", "16",
                                       "--dtype", "float32", "--sampler", "uniform", "--warmup", "0", "--repeat", "2",
                                       "--out", str(tmp_path), *extra])
