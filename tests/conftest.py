@@ -1,8 +1,9 @@
-"""Fixtures shared by the GPU suites (tests/test_gpu_*.py)."""
+"""Fixtures shared by tests/: the GPU suites' (tests/test_gpu_*.py) and a free port for rank groups."""
 from __future__ import annotations
 
 import json
 import os
+import socket
 
 import pytest
 
@@ -34,3 +35,12 @@ def record_rows():
                 fh.writelines((row.to_json() if hasattr(row, "to_json") else json.dumps(row, default=str)) + "\n"
                               for row in rows)
     return record
+
+
+@pytest.fixture
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now: a rank group's own, since make test runs
+    tests in parallel processes (-n 2) and a fixed port could collide."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

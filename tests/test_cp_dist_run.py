@@ -68,15 +68,12 @@ def test_dist_run_refusals():
     assert done.returncode == 2 and "needs --device cuda" in done.stderr
 
 
-def test_dist_run_under_torchrun():
+def test_dist_run_under_torchrun(free_port):
     """Started by torchrun, dist-run joins the launcher's group and rank 0 prints the rows."""
-    import socket
     import subprocess
     import sys
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
                            "127.0.0.1", "--master-port", str(port), "-m", "longca_cli.main", "dist-run", "--strategy",
                            "ring-p2p,ring-allgather", "--check", "--direction", "fwdbwd", "--mask", "causal_document",
@@ -89,15 +86,12 @@ def test_dist_run_under_torchrun():
     assert all(r["matmul_peak_tflops"] > 0 and r["matmul_peak_shape"] for r in rows)  # gated as sweep rows are
 
 
-def test_dist_run_on_two_node_agents():
+def test_dist_run_on_two_node_agents(free_port):
     """Two torchrun agents (one per 'node', 2 ranks each) meet through c10d rendezvous: 4 ranks, 2 per node."""
-    import socket
     import subprocess
     import sys
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
            "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "longca-test",
            "-m", "longca_cli.main", "dist-run", "--strategy", "usp,loongtrain", "--check", "--direction", "fwdbwd",

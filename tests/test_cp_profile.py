@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,13 +13,11 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "cp_profile.py"
 
 
-def _run(monkeypatch, tmp_path, *extra):
+def _run(monkeypatch, tmp_path, port, *extra):
     spec = importlib.util.spec_from_file_location("cp_profile", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    with socket.socket() as free:  # a port of its own: tests run in parallel processes (make test: -n 2)
-        free.bind(("127.0.0.1", 0))
-        monkeypatch.setenv("MASTER_PORT", str(free.getsockname()[1]))
+    monkeypatch.setenv("MASTER_PORT", str(port))
     monkeypatch.setattr(sys, "argv", ["cp_profile", "--device", "cpu", "--heads", "4:2", "--head-dim", "16",
                                       "--dtype", "float32", "--sampler", "uniform", "--warmup", "0", "--repeat", "2",
                                       "--out", str(tmp_path), *extra])
@@ -28,8 +25,8 @@ def _run(monkeypatch, tmp_path, *extra):
     return [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
 
 
-def test_cpu_run_times_every_strategy_against_the_kernel_alone(monkeypatch, tmp_path):
-    rows = _run(monkeypatch, tmp_path, "--kernels", "reference", "--masks", "causal,causal_document",
+def test_cpu_run_times_every_strategy_against_the_kernel_alone(monkeypatch, tmp_path, free_port):
+    rows = _run(monkeypatch, tmp_path, free_port, "--kernels", "reference", "--masks", "causal,causal_document",
                 "--seqlens", "128", "--directions", "fwd,bwd")
     assert len(rows) == 2 * 2 * 5
     for row in rows:
@@ -39,8 +36,8 @@ def test_cpu_run_times_every_strategy_against_the_kernel_alone(monkeypatch, tmp_
     assert table[0].startswith("| inner | mask |") and len(table) == 2 + 4
 
 
-def test_a_kernel_without_lse_primitives_is_a_row_with_the_reason(monkeypatch, tmp_path):
-    rows = _run(monkeypatch, tmp_path, "--kernels", "sdpa,reference", "--strategies", "ulysses",
+def test_a_kernel_without_lse_primitives_is_a_row_with_the_reason(monkeypatch, tmp_path, free_port):
+    rows = _run(monkeypatch, tmp_path, free_port, "--kernels", "sdpa,reference", "--strategies", "ulysses",
                 "--masks", "causal", "--seqlens", "128")
     by = {r["kernel"]: r for r in rows}
     assert by["sdpa"]["status"] == "unsupported" and "forward_lse" in by["sdpa"]["reason"]

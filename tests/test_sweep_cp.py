@@ -88,10 +88,9 @@ def test_scaling_efficiency_divides_by_the_kernel_alone_at_the_per_gpu_length():
     assert "| usp/fa2 | full | 8k | 400.0 | 0.90 (360.0) |" in efficiency_markdown(pairs)
 
 
-def test_cp_sweep_on_two_node_agents(tmp_path):
+def test_cp_sweep_on_two_node_agents(tmp_path, free_port):
     """A CP sweep under torchrun --nnodes 2 (c10d rendezvous, 2 ranks per agent): the world-size-4 cases
     run in the launcher's group, rank 0 writes each row once, the other world sizes are left out."""
-    import socket
     import subprocess
     import sys
 
@@ -99,9 +98,7 @@ def test_cp_sweep_on_two_node_agents(tmp_path):
     spec.write_text(textwrap.dedent(SPEC).replace("world_sizes = [1, 2]", "world_sizes = [2, 4]")
                     .replace('masks = ["causal", "causal_document"]', 'masks = ["causal_document"]'))
     out = tmp_path / "out"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
            "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "longca-sweep",
            "-m", "longca_cli.main", "sweep", str(spec), "--output", str(out)]
