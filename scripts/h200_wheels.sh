@@ -8,6 +8,11 @@
 #   OUT/B  the other wheels, and the rest of libs-cu13 as libs_cu13_rest.tar.xz
 # On the machine, after both calls: bash scripts/h200_setup.sh TARGET A/py A/so B (one install).
 #
+#   OUT/TE/1 ... OUT/TE/5  with WITH_TE=1: TransformerEngine 2.20.2's core wheel (transformer-engine-cu13,
+#          276.5 MB) as byte pieces of 60 MB, one folder a call, the meta wheel in the last; the torch
+#          extension's sdist (transformer_engine_torch-2.20.2.tar.gz) is added there by hand: pip cannot
+#          download it without a CUDA torch (plugins/te/README.md)
+#
 # usage: bash scripts/h200_wheels.sh OUT        (downloads with pip into OUT/cache; about 3 min of xz)
 set -euo pipefail
 out=${1:?usage: scripts/h200_wheels.sh OUT}
@@ -40,4 +45,14 @@ echo "cutlass_ir.so.xz $so" > "$out/A/so/place.txt"
 rm "$unpacked/$so"
 tar cJf "$out/B/libs_cu13_rest.tar.xz" -C "$unpacked" .
 rm -rf "$unpacked"
+if [ "${WITH_TE:-}" = 1 ]; then
+  get transformer-engine==2.20.2 transformer-engine-cu13==2.20.2
+  pieces=$(mktemp -d)
+  split -b 60000000 -d "$cache"/transformer_engine_cu13-2.20.2-*.whl "$pieces/$(basename "$cache"/transformer_engine_cu13-2.20.2-*.whl).part-"
+  n=0
+  for piece in "$pieces"/*.part-*; do n=$((n + 1)); mkdir -p "$out/TE/$n"; mv "$piece" "$out/TE/$n/"; done
+  cp "$cache"/transformer_engine-2.20.2-*.whl "$out/TE/$n/"
+  rmdir "$pieces"
+  du -sh "$out"/TE/*
+fi
 du -sh "$out/A" "$out/B"
