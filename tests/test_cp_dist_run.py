@@ -73,11 +73,10 @@ def test_dist_run_under_torchrun(free_port):
     import subprocess
     import sys
 
-    port = free_port
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
-                           "127.0.0.1", "--master-port", str(port), "-m", "longca_cli.main", "dist-run", "--strategy",
-                           "ring-p2p,ring-allgather", "--check", "--direction", "fwdbwd", "--mask", "causal_document",
-                           *SMALL], capture_output=True, text=True, timeout=300)
+                           "127.0.0.1", "--master-port", str(free_port), "-m", "longca_cli.main", "dist-run",
+                           "--strategy", "ring-p2p,ring-allgather", "--check", "--direction", "fwdbwd", "--mask",
+                           "causal_document", *SMALL], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert [(r["strategy"], r["status"], r["world_size"]) for r in rows] == [("ring-p2p", "ok", 2),
@@ -91,9 +90,8 @@ def test_dist_run_on_two_node_agents(free_port):
     import subprocess
     import sys
 
-    port = free_port
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
-           "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "longca-test",
+           "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port}", "--rdzv-id", "longca-test",
            "-m", "longca_cli.main", "dist-run", "--strategy", "usp,loongtrain", "--check", "--direction", "fwdbwd",
            "--mask", "causal_document", *SMALL]
     agents = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]

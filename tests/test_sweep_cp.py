@@ -98,9 +98,8 @@ def test_cp_sweep_on_two_node_agents(tmp_path, free_port):
     spec.write_text(textwrap.dedent(SPEC).replace("world_sizes = [1, 2]", "world_sizes = [2, 4]")
                     .replace('masks = ["causal", "causal_document"]', 'masks = ["causal_document"]'))
     out = tmp_path / "out"
-    port = free_port
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
-           "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "longca-sweep",
+           "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port}", "--rdzv-id", "longca-sweep",
            "-m", "longca_cli.main", "sweep", str(spec), "--output", str(out)]
     agents = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [a.communicate(timeout=300) for a in agents]
