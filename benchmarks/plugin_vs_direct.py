@@ -34,7 +34,12 @@ The direct calls (nothing here imports longca's kernels or mask_mods):
 - cudnn-bsa: `cudnn.block_sparse_attention.block_sparse_attention_forward` / `_backward` (joined by a
   torch.autograd.Function here) on `block_sparse_uniform` with `--mask-param block=64` or 128 (the
   catalog's default), `sparse_block_size` = the block, `q2k_block_index` built here from the mask's
-  kept blocks (torch.nonzero, one count for every row), layout "bshd".
+  kept blocks (torch.nonzero, one count for every row), layout "bshd";
+- te: `transformer_engine.pytorch.DotProductAttention` as TE's own attention tests build it: bshd with
+  `attn_mask_type` "no_mask" / "causal" (full, causal), thd with `cu_seqlens_q/kv` and "padding" /
+  "padding_causal" (documents);
+- ffa: `magi_attention.functional.flex_flash_attn_func` on (S, H, D) with q_ranges / k_ranges /
+  attn_type_map written here from the mask's own description (one causal or full range; one per document).
 Masks a library has no one-call form for (the heterogeneous ones, except in Flex) are `n/a`.
 `--mask-param NAME=VALUE` sets a mask parameter of every case (`block=64`).
 `--head-dim-v` gives V (and the output) its own head dim (`--head-dim 192 --head-dim-v 128`);
@@ -577,6 +582,46 @@ def cudnn_flex_direct(mask, q, k, v, deterministic: bool = False) -> Direct:
     return lambda q, k, v: flex_attn_func(q, k, v, mask_plan=plan, deterministic=deterministic)
 
 
+def te_direct(mask, q, k, v) -> Direct:
+    """TE's DotProductAttention, bshd for full / causal, thd with cu_seqlens for documents."""
+    from transformer_engine.pytorch import DotProductAttention
+
+    docs = "doc_lens" in mask.params
+    causal = mask.name in ("causal", "causal_document")
+    kind = ("padding_causal" if causal else "padding") if docs else ("causal" if causal else "no_mask")
+    module = DotProductAttention(q.shape[2], q.shape[3], num_gqa_groups=k.shape[2], attention_dropout=0.0,
+                                 qkv_format="thd" if docs else "bshd", attn_mask_type=kind).to(q.device)
+    if not docs:
+        return lambda q, k, v: module(q, k, v).view(*q.shape[:3], v.shape[-1])
+    cu, longest = _cu_seqlens(mask, q.device)
+
+    def run(q, k, v):
+        b, s, h, _ = q.shape
+        out = module(q.reshape(b * s, h, -1), k.reshape(b * s, k.shape[2], -1), v.reshape(b * s, v.shape[2], -1),
+                     cu_seqlens_q=cu, cu_seqlens_kv=cu, max_seqlen_q=longest, max_seqlen_kv=longest)
+        return out.view(b, s, h, v.shape[-1])
+
+    return run
+
+
+def ffa_direct(mask, q, k, v) -> Direct:
+    """flex_flash_attn_func with ranges written here: [0, S) causal (1) or full (0); one range per document."""
+    from magi_attention.functional import flex_flash_attn_func
+
+    s = mask.seqlen
+    lens = np.asarray(mask.params.get("doc_lens", [s]), dtype=np.int64)
+    ends = np.cumsum(lens)
+    ranges = torch.tensor(np.stack([ends - lens, ends], axis=1), dtype=torch.int32, device=q.device)
+    kind = 1 if mask.name in ("causal", "causal_document") else 0
+    types = torch.full((len(lens),), kind, dtype=torch.int32, device=q.device)
+
+    def run(q, k, v):
+        out = flex_flash_attn_func(q[0], k[0], v[0], ranges, ranges, attn_type_map=types)
+        return _first(out).unsqueeze(0)
+
+    return run
+
+
 def direct_refusal(kernel: str, mask, deterministic: bool = False, fp8: bool = False) -> str | None:
     """Why this script has no direct call of `kernel` for `mask` (decided before any tensor is made), or None."""
     one_call = _window(mask) is not None
@@ -586,7 +631,7 @@ def direct_refusal(kernel: str, mask, deterministic: bool = False, fp8: bool = F
         return "n/a: the FP8 graphs (plugin and direct) are dense: full and causal"
     if kernel == "fa2" and fa2_library() == "flash_attn":
         return None if one_call else "n/a: no one-call form in the library (the plugin merges several calls)"
-    if deterministic and kernel in ("flex", "flex-fa4", "sdpa", "fa2"):
+    if deterministic and kernel in ("flex", "flex-fa4", "sdpa", "fa2", "te", "ffa"):
         return f"n/a: {kernel} (as called here) takes no deterministic flag"
     if kernel in ("flex", "flex-fa4"):
         return None
@@ -609,7 +654,9 @@ def direct_refusal(kernel: str, mask, deterministic: bool = False, fp8: bool = F
     if kernel == "cudnn-flex" and mask.name not in ("full", "causal", "full_document", "causal_document",
                                                     "sliding_window_causal"):
         return "n/a: endpoints written by hand here for full, causal, documents and the causal window only"
-    if kernel not in ("fa2", "fa3", "fa4", "sdpa", "cudnn", "nsa", "sage", "cudnn-flex", "cudnn-bsa"):
+    if kernel in ("te", "ffa") and mask.name not in ("full", "causal", "full_document", "causal_document"):
+        return f"n/a: {kernel} written by hand here for full, causal and documents only"
+    if kernel not in ("fa2", "fa3", "fa4", "sdpa", "cudnn", "nsa", "sage", "cudnn-flex", "cudnn-bsa", "te", "ffa"):
         return f"n/a: no hand-written call for kernel {kernel!r}"
     return None
 
@@ -641,6 +688,10 @@ def make_direct(kernel: str, mask, q, k, v, problem: Problem | None = None) -> D
         return sage_direct(mask, q, k, v)
     if kernel == "cudnn-flex":
         return cudnn_flex_direct(mask, q, k, v, deterministic)
+    if kernel == "te":
+        return te_direct(mask, q, k, v)
+    if kernel == "ffa":
+        return ffa_direct(mask, q, k, v)
     if fp8:
         return cudnn_fp8_direct(mask, q, k, v, fp8, deterministic)
     return cudnn_direct(mask, q, k, v, deterministic)

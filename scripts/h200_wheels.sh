@@ -9,9 +9,9 @@
 # On the machine, after both calls: bash scripts/h200_setup.sh TARGET A/py A/so B (one install).
 #
 #   OUT/TE/1 ... OUT/TE/5  with WITH_TE=1: TransformerEngine 2.20.2's core wheel (transformer-engine-cu13,
-#          276.5 MB) as byte pieces of 60 MB, one folder a call, the meta wheel in the last; the torch
-#          extension's sdist (transformer_engine_torch-2.20.2.tar.gz) is added there by hand: pip cannot
-#          download it without a CUDA torch (plugins/te/README.md)
+#          276.5 MB) as five byte pieces of 55.3 MB (room for the working tree and 7 MB more in a call), one
+#          folder a call, the meta wheel in the last; the torch extension's sdist and MagiAttention's
+#          sources are fetched by scripts/te_ffa_sources.sh (plugins/te/README.md, plugins/ffa/README.md)
 #
 # usage: bash scripts/h200_wheels.sh OUT        (downloads with pip into OUT/cache; about 3 min of xz)
 set -euo pipefail
@@ -48,7 +48,7 @@ rm -rf "$unpacked"
 if [ "${WITH_TE:-}" = 1 ]; then
   get transformer-engine==2.20.2 transformer-engine-cu13==2.20.2
   pieces=$(mktemp -d)
-  split -b 60000000 -d "$cache"/transformer_engine_cu13-2.20.2-*.whl "$pieces/$(basename "$cache"/transformer_engine_cu13-2.20.2-*.whl).part-"
+  split -n 5 -d "$cache"/transformer_engine_cu13-2.20.2-*.whl "$pieces/$(basename "$cache"/transformer_engine_cu13-2.20.2-*.whl).part-"
   n=0
   for piece in "$pieces"/*.part-*; do n=$((n + 1)); mkdir -p "$out/TE/$n"; mv "$piece" "$out/TE/$n/"; done
   cp "$cache"/transformer_engine-2.20.2-*.whl "$out/TE/$n/"

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# TransformerEngine's measurements (kernel te, strategy te-cp at world size 1), started in the background by
+# call 5 of scripts/device/te-ffa.sh once TE is installed in /tmp/siteTE. It waits for the FFA job to end
+# (one GPU: two jobs would time each other's kernels). Writes /tmp/o/te (steps.txt, rows/, logs) and
+# /tmp/o/te/done; run again, it skips the steps an earlier run finished.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+J=/tmp/o/te; mkdir -p "$J"
+export PYTHONPATH=/tmp/siteTE:/tmp/siteA PYTHONUNBUFFERED=1
+for _ in $(seq 120); do [ -f /tmp/o/ffa/done ] || pgrep -f ffa-job.sh > /dev/null || break; [ -f /tmp/o/ffa/done ] && break; sleep 5; done
+step() {  # step NAME SECONDS command...: skipped when an earlier run of the job finished it (exit 0)
+  local name=$1 limit=$2; shift 2
+  grep -q "^$name: exit 0 " "$J/steps.txt" 2>/dev/null && return
+  local start=$(date +%s)
+  timeout -k 10 "$limit" "$@" > "$J/$name.log" 2>&1
+  echo "$name: exit $? after $(( $(date +%s) - start )) s" >> "$J/steps.txt"
+}
+rows() {  # rows NAME SECONDS run-options...: checked rows as JSON under $J/rows
+  local name=$1 limit=$2; shift 2
+  step "$name" "$limit" python3 -m longca_cli run --kernel te --heads 64:8 --head-dim 128 --dtype bfloat16 \
+    --check -f json --output "$J/rows" "$@"
+}
+cp_row() {  # cp_row NAME SECONDS dist-run-options...: te-cp on one rank, checked against the reference
+  local name=$1 limit=$2; shift 2
+  step "$name" "$limit" python3 -m longca_cli dist-run --strategy te-cp --inner te --nproc 1 --heads 64:8 \
+    --head-dim 128 --dtype bfloat16 --check -f json --output "$J/cp" "$@"
+}
+for d in fwd bwd; do rows "causal_document-16k-$d" 300 --mask causal_document --seqlen 16k --direction "$d"; done
+for d in fwd bwd; do rows "causal-16k-$d" 300 --mask causal --seqlen 16k --direction "$d"; done
+cp_row te-cp-p2p-causal-16k 300 --mask causal --seqlen 16k
+step plugin-vs-direct 400 python3 benchmarks/plugin_vs_direct.py --kernels te \
+  --masks causal,causal_document,full_document --seqlens 16k --directions fwd,bwd --out "$J/pvd"
+step conformance 600 python3 -m pytest -q -rfEs -p no:cacheprovider plugins/te
+for m in full full_document sliding_window_causal; do
+  for d in fwd bwd; do rows "$m-16k-$d" 300 --mask "$m" --seqlen 16k --direction "$d"; done
+done
+for d in fwd bwd; do rows "causal_document-32k-$d" 300 --mask causal_document --seqlen 32k --direction "$d"; done
+cp_row te-cp-a2a-causal-16k 300 --mask causal --seqlen 16k --option cp_comm_type=a2a
+cp_row te-cp-all_gather-causal-16k 300 --mask causal --seqlen 16k --option cp_comm_type=all_gather
+touch "$J/done"
