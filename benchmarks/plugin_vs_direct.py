@@ -604,16 +604,19 @@ def te_direct(mask, q, k, v) -> Direct:
     return run
 
 
+def ffa_user_ranges(mask) -> tuple[np.ndarray, np.ndarray]:
+    """(ranges (n, 2), attn types (n,)) as FFA's users write them: [0, S) causal (1) or full (0); one per document."""
+    lens = np.asarray(mask.params.get("doc_lens", [mask.seqlen]), dtype=np.int64)
+    ends = np.cumsum(lens)
+    kind = 1 if mask.name in ("causal", "causal_document") else 0
+    return np.stack([ends - lens, ends], axis=1).astype(np.int32), np.full(len(lens), kind, dtype=np.int32)
+
+
 def ffa_direct(mask, q, k, v) -> Direct:
-    """flex_flash_attn_func with ranges written here: [0, S) causal (1) or full (0); one range per document."""
+    """flex_flash_attn_func on the ranges of `ffa_user_ranges`."""
     from magi_attention.functional import flex_flash_attn_func
 
-    s = mask.seqlen
-    lens = np.asarray(mask.params.get("doc_lens", [s]), dtype=np.int64)
-    ends = np.cumsum(lens)
-    ranges = torch.tensor(np.stack([ends - lens, ends], axis=1), dtype=torch.int32, device=q.device)
-    kind = 1 if mask.name in ("causal", "causal_document") else 0
-    types = torch.full((len(lens),), kind, dtype=torch.int32, device=q.device)
+    ranges, types = (torch.from_numpy(a).to(q.device) for a in ffa_user_ranges(mask))
 
     def run(q, k, v):
         out = flex_flash_attn_func(q[0], k[0], v[0], ranges, ranges, attn_type_map=types)

@@ -61,6 +61,32 @@ def test_cpu_run_writes_rows_with_both_timings(tmp_path, monkeypatch):
 
 
 @pytest.mark.filterwarnings("ignore:Triton is not supported:UserWarning")  # fla imported on a CPU machine
+@pytest.mark.parametrize("name", ["full", "causal", "full_document", "causal_document"])
+def test_hand_written_ffa_ranges_are_the_mask(name):
+    """The direct FFA call's ranges, read by FFA's documented semantics, are the mask; other masks are n/a."""
+    from longca.masks.slices import dense
+    from longca_plugin_ffa.ranges import dense_from_ranges
+
+    pvd = _module()
+    problem = Problem(kernel="ffa", mask=name, seqlen=320, heads_q=2, heads_kv=2, head_dim=16, dtype="float32",
+                      sampler="uniform", sampler_params={"min_len": 1, "max_len": 100}, seed=3)
+    mask = build_mask(problem, 0)
+    ranges, kinds = pvd.ffa_user_ranges(mask)
+    assert np.array_equal(dense_from_ranges(ranges, ranges, kinds, 320, 320), dense(mask.slices, (0, 320), (0, 320)))
+    assert pvd.direct_refusal("ffa", mask) is None and pvd.direct_refusal("te", mask) is None
+
+
+def test_te_and_ffa_direct_calls_refuse_other_masks_and_determinism():
+    pvd = _module()
+    problem = Problem(kernel="te", mask="sliding_window_causal", seqlen=320, heads_q=2, heads_kv=2, head_dim=16,
+                      dtype="float32", mask_params={"window": 32})
+    mask = build_mask(problem, 0)
+    assert "full, causal and documents only" in pvd.direct_refusal("te", mask)
+    assert "full, causal and documents only" in pvd.direct_refusal("ffa", mask)
+    causal = build_mask(problem.with_(mask="causal", mask_params={}), 0)
+    assert "takes no deterministic flag" in pvd.direct_refusal("te", causal, deterministic=True)
+
+
 def test_nsa_direct_selection_is_the_mask(monkeypatch):
     """The hand-written NSA call's block_indices, through fla's plain-torch NSA selection in place of its
     Triton kernel (no GPU here), compute longca's reference on the topk_sparse mask."""

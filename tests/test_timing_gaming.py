@@ -232,6 +232,17 @@ def test_the_work_check_doubles_the_length_until_the_work_shows(registry, fixed_
     check_work_scaling(fixed_cost, "cpu", registry, Settings(variants=()))  # passes there
 
 
+def test_a_host_cost_above_the_ladders_bar_is_compared_again_at_the_longest_length(registry, fixed_cost,
+                                                                                   monkeypatch):
+    """TE's DotProductAttention on an H100 (2026-12-07): its host cost alone passed WORK_MIN_MS at the first length,
+    so the ladder stopped where the work does not show (1.12x); the pair is compared again at the longest length."""
+    from longca_testing import timing_integrity
+
+    monkeypatch.setitem(timing_integrity.WORK_MIN_MS, "cpu", 10.0)  # the 20 ms fixed cost passes it at 256
+    monkeypatch.setattr(timing_integrity, "WORK_MAX_SEQLEN", 4096)
+    check_work_scaling(fixed_cost, "cpu", registry, Settings(variants=()))
+
+
 def test_a_call_that_does_no_work_still_fails_at_the_longest_length(registry, monkeypatch):
     from longca_testing import timing_integrity
 

@@ -6,6 +6,10 @@
 # scripts/h200_wheels.sh .whl`. The libraries themselves are installed by the user's own commands, which
 # the plugins' READMEs give (TE: its sdist built against this torch; FFA: MagiAttention from source, kernels
 # compiled at first use), kept with the carried files as .whl/X/install.sh (not part of the project).
+# .whl/X, made by hand: transformer_engine_torch-2.20.2.tar.gz (the package index's sdist), MagiAttention v1.1.1's
+# magi_attention/, setup.py, pyproject.toml, README.md with CUTLASS's include/ and tools/util/include at the
+# submodule's commit as magi-v1.1.1.txz, and the wheels of versioningit, nvdlfw-inspect and debugpy (MagiAttention
+# imports it, undeclared). Measured with these calls: ../../docs/results/h100/te-ffa-2026-12-07/.
 #   call 1:     carry [".whl/A/py", ".whl/X", ".whl/TE/1"]   STEP=1 bash scripts/device/te-ffa.sh
 #               longca, pydantic; MagiAttention; starts scripts/device/ffa-job.sh in the background
 #   call 2..4:  carry [".whl/TE/N"]                           STEP=N bash scripts/device/te-ffa.sh

@@ -1,8 +1,8 @@
 """TransformerEngine: `DotProductAttention` as a kernel (`te`) and its context parallelism as a CP
 strategy (`te-cp`, inner kernel `te`: TE computes with its own fused / flash backends).
 
-Everything that needs no TE (mask forms, options, refusals, TE's token layouts) is checked on CPU;
-the calls into TE (runtime.py) were never run in this project: TE is not installed here.
+Everything that needs no TE (mask forms, options, refusals, TE's token layouts) is checked on CPU; the
+calls into TE (runtime.py) ran on an H100 on 2026-12-07 (docs/results/h100/te-ffa-2026-12-07).
 """
 from __future__ import annotations
 
@@ -22,7 +22,15 @@ def available() -> str | None:
     return None
 
 
+# measured on an H100 on 2026-12-07: TE 2.20.2's FusedAttnFunc.backward sets ctx.backward_objects = None, so a
+# second backward of one forward fails ("'NoneType' object has no attribute 'grad_output'")
+ONE_BACKWARD = ("direction bwd: TE's attention backward runs once per forward (it drops the forward's saved state), "
+                "and longca times bwd as repeated backwards of one kept forward; measure fwdbwd")
+
+
 def supports(problem) -> str | None:
+    if problem.direction == "bwd":
+        return ONE_BACKWARD
     form = te_form(problem.mask)
     if form is None:
         return f"mask {problem.mask}: TransformerEngine has no attn_mask_type / window / thd form for it"
@@ -41,7 +49,7 @@ def _runtime(name: str):
 
 
 def cp_supports(problem, options) -> str | None:
-    reason = refusal(problem, options)
+    reason = ONE_BACKWARD if problem.direction == "bwd" else refusal(problem, options)
     if reason is None and (te_form(problem.mask) or ("",))[0] == "thd":
         return ("te-cp: document masks need TE's thd format, with every document padded to a multiple of 2W; "
                 "longca's tensors are unpadded and the padded dispatch (layout.thd_rank_tokens) is not wired yet")

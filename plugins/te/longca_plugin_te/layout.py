@@ -3,7 +3,7 @@
 bshd: the sequence in 2W chunks, rank r holds chunks r and 2W-1-r (longca's zigzag). thd: every
 document padded to a multiple of 2W (TE's cu_seqlens_padded), cut into 2W chunks, rank r holds chunks
 r and 2W-1-r of every document, documents in order; padding positions are -1. This is the order TE's
-`thd_get_partitioned_indices` gives (its docstring's example is a test here); TE was never run.
+`thd_get_partitioned_indices` gives (its docstring's example is a test here); the thd path is not wired yet.
 """
 from __future__ import annotations
 

@@ -82,3 +82,15 @@ def test_bshd_order_is_longcas_zigzag(world):
     for r in range(world):
         assert bshd_rank_tokens(64 * world, world, r).tolist() == \
             [i for a, b in layout.runs[r] for i in range(a, b)]
+
+
+def test_backward_alone_is_refused_fwdbwd_is_not():
+    """TE's backward runs once per forward (seen on an H100): `bwd` (repeated backwards of one forward) is refused
+    with the reason, for the kernel and for te-cp; fwd and fwdbwd go on to the other checks."""
+    registry = plugin.get_registry()
+    kernel, strategy = registry.kernel("te"), registry.strategy("te-cp")
+    for spec_supports in (kernel.supports, lambda p: strategy.supports(p, resolve(p, {}))):
+        assert "runs once per forward" in spec_supports(_problem(direction="bwd"))
+        assert "measure fwdbwd" in spec_supports(_problem(direction="bwd"))
+    assert kernel.supports(_problem(direction="fwd")) is None
+    assert kernel.supports(_problem(direction="fwdbwd")) is None
