@@ -756,7 +756,8 @@ def measure(kernel: str, mask_name: str, seqlen: int, direction: str, args, warm
     row["rel_diff"] = row["plugin_rel_diff"]
     del outs
     dout = seeded_dout(problem) if direction != "fwd" else None
-    step = {name: make_step(functools.partial(call, q, k, v), (q, k, v), direction, dout)
+    once = spec.backward_once  # each backward of such a library (and of its direct call) gets a fresh forward
+    step = {name: make_step(functools.partial(call, q, k, v), (q, k, v), direction, dout, fresh_forward=once)
             for name, call in calls.items()}
     for fn in step.values():
         fn()  # compile / JIT outside the timings

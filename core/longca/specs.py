@@ -199,6 +199,10 @@ class KernelSpec:
     # what a quantized kernel computes in fewer bits on 16-bit inputs ("INT8 Q·K per block, FP16 P·V"):
     # its rows say so (`quantized`) and are judged by the 8-bit tolerance, not the dtype's
     quantized: str = ""
+    # its library's backward frees what the forward saved (one backward per forward: TransformerEngine's fused
+    # attention): `bwd` times each backward after a fresh forward made outside the timed region (no CUDA-graph
+    # timing, and no energy of its own: the forward would be counted)
+    backward_once: bool = False
 
     def head_dim_pairs(self) -> list[tuple[int, int]] | None:
         """`head_dims` as (Q/K, V) pairs, None for any."""

@@ -71,6 +71,12 @@ def until_precise(timer: Callable[[int], list[float]], repeat: int | None) -> li
     return times
 
 
+def untimed_setup(fn: Callable[[], object]) -> Callable[[], None]:
+    """What runs before each timed call of `fn`, outside the timed region: `fn.before` where the step has
+    one (a backward that needs a fresh forward: measure.step.FreshForwardBackward), else nothing."""
+    return getattr(fn, "before", None) or (lambda: None)
+
+
 def time_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, repeat: int | None = 20,
             flush_l2: bool = True, after: After = None) -> list[float]:
     """Milliseconds of each of `repeat` calls of fn (None: `until_precise`), after `warmup` untimed calls;
@@ -85,9 +91,11 @@ def _timed_calls(fn: Callable[[], object], device: torch.device, repeat: int, fl
                  after: After = None) -> list[float]:
     """`repeat` timed calls: the host clock on a CPU, CUDA events (L2 flushed before each) on a GPU;
     `after` reads each result once its timer stopped (on CUDA, stream-ordered after the end event)."""
+    before = untimed_setup(fn)
     if device.type != "cuda":
         times = []
         for _ in range(repeat):
+            before()
             start = time.perf_counter()
             result = fn()
             times.append((time.perf_counter() - start) * 1e3)
@@ -97,6 +105,7 @@ def _timed_calls(fn: Callable[[], object], device: torch.device, repeat: int, fl
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
     for start_event, end_event in zip(starts, ends, strict=True):
+        before()
         if flush_l2:
             _flush(device)
         start_event.record()
@@ -129,6 +138,7 @@ def time_interleaved(fns: dict[str, Callable[[], object]], device: torch.device,
     if device.type != "cuda":
         for turn in turns:
             for name in turn:
+                untimed_setup(fns[name])()
                 start = time.perf_counter()
                 fns[name]()
                 times[name].append((time.perf_counter() - start) * 1e3)
@@ -138,6 +148,7 @@ def time_interleaved(fns: dict[str, Callable[[], object]], device: torch.device,
     for i, turn in enumerate(turns):
         for name in turn:
             fn = fns[name]
+            untimed_setup(fn)()
             if flush_l2:
                 _flush(device)
             start_event, end_event = events[name][i]
@@ -179,6 +190,9 @@ def time_graph_ms(fn: Callable[[], object], device: torch.device, warmup: int = 
     synchronisation, allocations the graph cannot hold, a library that refuses capture) raises
     UnsupportedError with the reason: its row says why, the sweep goes on. `after` reads the graph's
     own output buffers after each replay (every replay writes them)."""
+    if hasattr(fn, "before"):
+        raise UnsupportedError("cannot be timed as a CUDA graph: its backward runs once per forward, and each "
+                               "timed backward gets a fresh forward outside the timed region (use events)")
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize(device)
@@ -234,9 +248,12 @@ def time_profiler_ms(fn: Callable[[], object], device: torch.device, warmup: int
     synchronize(device)
     cuda = device.type == "cuda"
 
+    before = untimed_setup(fn)
+
     def profiled(n: int) -> list[float]:
         times = []
         for _ in range(n):
+            before()
             if flush_l2 and cuda:
                 _flush(device)
                 synchronize(device)

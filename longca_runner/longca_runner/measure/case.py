@@ -84,7 +84,8 @@ def _measure_sample(spec: KernelSpec, problem: Problem, mask, sample: int, optio
     prepare_ms, prepared = host_ms(lambda: spec.prepare(problem, mask, q, k, v), device)
     dout = seeded_dout(problem, sample) if needs_grad else None
     extra = {} if sinks is None else {"sinks": sinks}  # asked only of kernels that take them (KernelSpec.sinks)
-    step = checked_step(lambda: spec.run(prepared, q, k, v, **extra), inputs, problem.direction, dout, phases)
+    step = checked_step(lambda: spec.run(prepared, q, k, v, **extra), inputs, problem.direction, dout, phases,
+                        fresh_forward=spec.backward_once)
     readback = Readback(options.repeat, keep=check != "no", output_only=check == "spot")  # the check judges it
     timed = time_step(step, device, options, phases=phases, after=readback)
     readback.verify()
@@ -93,7 +94,7 @@ def _measure_sample(spec: KernelSpec, problem: Problem, mask, sample: int, optio
         phases("repeatability")
         repeat = repeatability(step)
     energy = None
-    if options.energy and sample == 0:
+    if options.energy and sample == 0 and not hasattr(step, "before"):  # a fresh forward would be counted
         phases("energy")
         energy = energy_per_call(step, device)
     flops = problem_flops(problem, mask.area)

@@ -1,7 +1,8 @@
 """The step every timing site times (`make_step`), its checked first call, and timing it.
 
 One closure for single-GPU cases, CP ranks and the benchmark scripts, so "bwd" means the same
-everywhere: the gradients of one kept forward (graph retained), never accumulated into `.grad`.
+everywhere: the gradients of one kept forward (graph retained; for a library whose backward runs once per
+forward, of a fresh forward made outside the timed region), never accumulated into `.grad`.
 The output gradient is seeded by the case (`seeded_dout`): the same on every rank and in every run.
 """
 from __future__ import annotations
@@ -28,10 +29,31 @@ def seeded_dout(problem: Problem, sample: int = 0) -> torch.Tensor:
     return seeded_normal(problem, (problem.batch, problem.seqlen, problem.heads_q, problem.dv), gen)
 
 
+class FreshForwardBackward:
+    """`bwd` of a library whose backward frees what the forward saved (KernelSpec.backward_once): each call
+    is the backward of a fresh forward that `before()` made outside the timed region (the timers call it;
+    a caller that does not, a warm-up, has the forward made inside the call)."""
+
+    def __init__(self, call: Callable[[], torch.Tensor], inputs: Sequence[torch.Tensor], dout: torch.Tensor):
+        self.call, self.inputs, self.dout = call, tuple(inputs), dout
+        self.pending: torch.Tensor | None = None
+
+    def before(self) -> None:
+        if self.pending is None:
+            self.pending = self.call()
+
+    def __call__(self) -> Any:
+        out = self.pending if self.pending is not None else self.call()
+        self.pending = None
+        return (out, *torch.autograd.grad(out, self.inputs, self.dout))
+
+
 def make_step(call: Callable[[], torch.Tensor], inputs: Sequence[torch.Tensor], direction: str,
-              dout: torch.Tensor | None = None, out: torch.Tensor | None = None) -> Step:
+              dout: torch.Tensor | None = None, out: torch.Tensor | None = None,
+              fresh_forward: bool = False) -> Step:
     """The timed step of `call` (a forward over `inputs`): fwd = `call()` under no_grad; bwd = the
-    gradients of one kept forward output (`out`, made here when not given); fwdbwd = both.
+    gradients of one kept forward output (`out`, made here when not given), or with `fresh_forward` of a
+    new forward each call, made untimed (`FreshForwardBackward`); fwdbwd = both.
 
     It returns what it computed (fwd: the output; bwd, fwdbwd: the output and dq, dk, dv), so the
     timers can read every timed call's result back and the check judges one of them (`Readback`)."""
@@ -42,6 +64,8 @@ def make_step(call: Callable[[], torch.Tensor], inputs: Sequence[torch.Tensor], 
         return fwd
     if dout is None:
         raise ValueError(f"direction {direction!r} needs the output gradient dout")
+    if direction == "bwd" and fresh_forward:
+        return FreshForwardBackward(call, inputs, dout)
     if direction == "bwd":
         kept = call() if out is None else out
         return lambda: (kept, *torch.autograd.grad(kept, inputs, dout, retain_graph=True))
@@ -87,7 +111,8 @@ def check_grads(grads: Sequence[Any], inputs: Sequence[torch.Tensor]) -> None:
 
 
 def checked_step(call: Callable[[], torch.Tensor], inputs: Sequence[torch.Tensor], direction: str,
-                 dout: torch.Tensor | None, phases: Phases, what: str = "the output") -> Step:
+                 dout: torch.Tensor | None, phases: Phases, what: str = "the output",
+                 fresh_forward: bool = False) -> Step:
     """`make_step` after a first call whose output (and gradients) are checked (`check_tensor`).
 
     The first call is also the warm one: JIT compilation and workspaces happen there."""
@@ -101,8 +126,8 @@ def checked_step(call: Callable[[], torch.Tensor], inputs: Sequence[torch.Tensor
     out = call()
     check_tensor(what, out, like, shape)
     phases("backward")
-    check_grads(torch.autograd.grad(out, inputs, dout, retain_graph=True), inputs)
-    return make_step(call, inputs, direction, dout, out)
+    check_grads(torch.autograd.grad(out, inputs, dout, retain_graph=not fresh_forward), inputs)
+    return make_step(call, inputs, direction, dout, None if fresh_forward else out, fresh_forward)
 
 
 @dataclass

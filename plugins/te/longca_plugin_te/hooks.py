@@ -22,15 +22,14 @@ def available() -> str | None:
     return None
 
 
-# measured on an H100 on 2026-12-07: TE 2.20.2's FusedAttnFunc.backward sets ctx.backward_objects = None, so a
-# second backward of one forward fails ("'NoneType' object has no attribute 'grad_output'")
+# seen on an H100 on 2026-12-07: TE 2.20.2's FusedAttnFunc.backward sets ctx.backward_objects = None, so a second
+# backward of one forward fails ("'NoneType' object has no attribute 'grad_output'"). The kernel declares
+# backward_once (each timed backward gets a fresh forward); CP ranks time repeated backwards of one forward.
 ONE_BACKWARD = ("direction bwd: TE's attention backward runs once per forward (it drops the forward's saved state), "
-                "and longca times bwd as repeated backwards of one kept forward; measure fwdbwd")
+                "and CP ranks time bwd as repeated backwards of one kept forward; measure fwdbwd")
 
 
 def supports(problem) -> str | None:
-    if problem.direction == "bwd":
-        return ONE_BACKWARD
     form = te_form(problem.mask)
     if form is None:
         return f"mask {problem.mask}: TransformerEngine has no attn_mask_type / window / thd form for it"
@@ -66,7 +65,7 @@ def longca_kernels():
                     "attn_mask_type and window_size, thd with cu_seqlens for documents",
         masks=tuple(TE_MASKS), prepare=_runtime("prepare"), run=_runtime("run"), dtypes=("bfloat16", "float16"),
         devices=("cuda",),
-        min_compute_capability=(8, 0), available=available, supports=supports,
+        min_compute_capability=(8, 0), available=available, supports=supports, backward_once=True,
         backend=lambda: "transformer_engine.pytorch.DotProductAttention", memory=plugin.linear_memory)]
 
 
