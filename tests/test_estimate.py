@@ -3,6 +3,7 @@ measured matmul rate), and the default per-case deadline follows from the same e
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -29,7 +30,8 @@ def test_a_case_that_cannot_finish_is_refused_before_inputs_are_made(kernel):
     assert row["status"] == "unsupported" and row["ms_median"] is None
     if kernel == "sdpa":  # the reference refuses itself first (flops.reference_refusal)
         assert "cannot finish here" in row["reason"] and "measured matmul rate" in row["reason"]
-        assert "days" in row["reason"]
+        # hours or days, with this machine's matmul rate (41 h at 142 GFLOP/s on an idle 2-core machine): past the 1 h
+        assert re.search(r"need at least [0-9.]+ (h|days) ", row["reason"]), row["reason"]
 
 
 def test_the_refusal_and_deadline_rules():
