@@ -2,26 +2,11 @@
 # MagiAttention FFA's measurements, started in the background by call 1 of scripts/device/te-ffa.sh once
 # MagiAttention is installed in /tmp/siteA: FFA compiles each kernel (head dim, dtype, direction) at first
 # use, which takes minutes, so the job runs on while the next calls carry TransformerEngine's pieces.
-# It waits for the TE job (one GPU: two jobs would time each other's kernels).
+# One job at a time holds the GPU (job.sh).
 # Writes /tmp/o/ffa (steps.txt: each step's exit code and seconds; rows/; logs) and /tmp/o/ffa/done.
 # Run again (in the foreground), it skips the steps an earlier run finished.
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-J=/tmp/o/ffa; mkdir -p "$J"
-export PYTHONPATH=/tmp/siteA MAGI_ATTENTION_WORKSPACE_BASE=/tmp/magi PYTHONUNBUFFERED=1
-while pgrep -f "scripts/device/te-job.sh" > /dev/null; do sleep 5; done
-step() {  # step NAME SECONDS command...: skipped when an earlier run of the job finished it (exit 0)
-  local name=$1 limit=$2; shift 2
-  grep -q "^$name: exit 0 " "$J/steps.txt" 2>/dev/null && return
-  local start=$(date +%s)
-  timeout -k 10 "$limit" "$@" > "$J/$name.log" 2>&1
-  echo "$name: exit $? after $(( $(date +%s) - start )) s" >> "$J/steps.txt"
-}
-rows() {  # rows NAME SECONDS run-options...: checked rows as JSON under $J/rows
-  local name=$1 limit=$2; shift 2
-  step "$name" "$limit" python3 -m longca_cli run --kernel ffa --heads 64:8 --head-dim 128 --dtype bfloat16 \
-    --check -f json --output "$J/rows" "$@"
-}
+JOB=ffa KERNEL=ffa; . "$(dirname "$0")/job.sh"
+export PYTHONPATH=/tmp/siteA MAGI_ATTENTION_WORKSPACE_BASE=/tmp/magi
 # the first forward compiles FFA's forward kernel (bf16, head dim 128), the first backward its backward
 # kernel: minutes each (longca's default case timeout, about 2 min, would stop them), so these get 25 min
 rows causal_document-16k-fwd 1500 --mask causal_document --seqlen 16k --direction fwd --timeout 1500

@@ -1,25 +1,10 @@
 #!/usr/bin/env bash
 # TransformerEngine's measurements (kernel te, strategy te-cp at world size 1), started in the background by
-# call 5 of scripts/device/te-ffa.sh once TE is installed in /tmp/siteTE. It waits for the FFA job to end
-# (one GPU: two jobs would time each other's kernels). Writes /tmp/o/te (steps.txt, rows/, logs) and
+# call 5 of scripts/device/te-ffa.sh once TE is installed in /tmp/siteTE; one job at a time holds the GPU
+# (job.sh). Writes /tmp/o/te (steps.txt, rows/, logs) and
 # /tmp/o/te/done; run again, it skips the steps an earlier run finished.
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-J=/tmp/o/te; mkdir -p "$J"
-export PYTHONPATH=/tmp/siteTE:/tmp/siteA PYTHONUNBUFFERED=1
-for _ in $(seq 120); do [ -f /tmp/o/ffa/done ] || pgrep -f ffa-job.sh > /dev/null || break; [ -f /tmp/o/ffa/done ] && break; sleep 5; done
-step() {  # step NAME SECONDS command...: skipped when an earlier run of the job finished it (exit 0)
-  local name=$1 limit=$2; shift 2
-  grep -q "^$name: exit 0 " "$J/steps.txt" 2>/dev/null && return
-  local start=$(date +%s)
-  timeout -k 10 "$limit" "$@" > "$J/$name.log" 2>&1
-  echo "$name: exit $? after $(( $(date +%s) - start )) s" >> "$J/steps.txt"
-}
-rows() {  # rows NAME SECONDS run-options...: checked rows as JSON under $J/rows
-  local name=$1 limit=$2; shift 2
-  step "$name" "$limit" python3 -m longca_cli run --kernel te --heads 64:8 --head-dim 128 --dtype bfloat16 \
-    --check -f json --output "$J/rows" "$@"
-}
+JOB=te KERNEL=te; . "$(dirname "$0")/job.sh"
+export PYTHONPATH=/tmp/siteTE:/tmp/siteA
 cp_row() {  # cp_row NAME SECONDS dist-run-options...: te-cp on one rank, checked against the reference
   local name=$1 limit=$2; shift 2
   step "$name" "$limit" python3 -m longca_cli dist-run --strategy te-cp --inner te --nproc 1 --heads 64:8 \
